@@ -1,0 +1,6 @@
+# Warnings are errors for project code. Link ddprun::warnings into every project target.
+add_library(ddprun_warnings INTERFACE)
+add_library(ddprun::warnings ALIAS ddprun_warnings)
+target_compile_options(ddprun_warnings INTERFACE
+  -Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor -Wold-style-cast -Wcast-align
+  -Wunused -Woverloaded-virtual -Wnull-dereference -Wimplicit-fallthrough -Werror)

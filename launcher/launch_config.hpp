@@ -1,0 +1,91 @@
+#pragma once
+// The fully resolved launch configuration: what the command line, PET_* variables and
+// (later) Slurm's environment say, after validation. The launcher produces it; the agent
+// consumes it. Plain data, no behaviour: every field has torchrun's default.
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ddprun::launcher {
+
+// Which streams of a worker go to files (torchrun's Std bitmask: 0 none, 1 out, 2 err, 3 both),
+// either one value for every local rank or a per-local-rank map.
+struct StdStreams {
+  int all = 0;
+  std::map<int, int> per_local_rank;
+
+  int for_local_rank(int local_rank) const {
+    auto it = per_local_rank.find(local_rank);
+    return it == per_local_rank.end() ? (per_local_rank.empty() ? all : 0) : it->second;
+  }
+};
+
+enum class EntryKind {
+  kPythonScript,    // <python> -u script args
+  kPythonModule,    // <python> -u -m module args
+  kBinary,          // --no_python: program args
+  kBundledTrainer,  // the word `train`: <dir of ddprun>/ddprun-train args
+};
+
+struct LaunchConfig {
+  // Node counts (--nnodes MIN:MAX) and workers per node.
+  int min_nodes = 1;
+  int max_nodes = 1;
+  int nproc_per_node = 1;
+
+  // Rendezvous.
+  std::string rdzv_backend = "static";
+  std::string rdzv_endpoint;  // as given; empty when not given
+  std::string rdzv_host;      // parsed from rdzv_endpoint (or master_addr for static)
+  std::optional<uint16_t> rdzv_port;
+  std::string rdzv_id = "none";
+  std::map<std::string, std::string> rdzv_conf;  // every k=v of --rdzv_conf, validated
+  bool standalone = false;
+  int node_rank = 0;
+  std::optional<int> node_rank_hint;  // set when a rank hint exists (--node_rank given, SLURM_NODEID)
+  std::string master_addr = "127.0.0.1";
+  uint16_t master_port = 29500;
+  std::optional<std::string> local_addr;
+
+  // Worker lifecycle.
+  int max_restarts = 0;
+  double monitor_interval_s = 0.1;
+  std::string start_method = "spawn";
+  std::string role = "default";
+  double shutdown_timeout_s = 30.0;
+  double exit_barrier_timeout_s = 300.0;
+  std::vector<int> signals_to_handle;  // signal numbers; default SIGTERM,SIGINT,SIGHUP,SIGQUIT
+  std::string signals_to_handle_text = "SIGTERM,SIGINT,SIGHUP,SIGQUIT";
+  bool virtual_local_rank = false;
+
+  // Logs.
+  std::optional<std::string> log_dir;
+  StdStreams redirects;
+  StdStreams tee;
+  std::vector<int> local_ranks_filter;  // empty: every local rank is shown
+  std::vector<std::string> duplicate_stdout_filters;
+  std::vector<std::string> duplicate_stderr_filters;
+  std::string event_log_handler = "null";
+  std::optional<std::string> logs_specs;
+  std::optional<std::string> numa_binding;
+  std::optional<std::string> events_file;  // ddprun: one JSON line per agent event
+
+  // Entry point.
+  EntryKind entry_kind = EntryKind::kPythonScript;
+  bool run_path = false;
+  std::string entry_point;               // script, module, program, or "train"
+  std::vector<std::string> entry_args;   // passed through untouched
+  std::vector<std::string> worker_argv;  // the full command each worker runs
+
+  // Environment changes the launcher decided (e.g. OMP_NUM_THREADS=1), applied to workers.
+  std::map<std::string, std::string> worker_env_overrides;
+
+  // Where each resolved value came from, for --print-config: "default", "cli", "env:PET_X",
+  // "slurm:SLURM_X", "standalone".
+  std::map<std::string, std::string> value_sources;
+};
+
+}  // namespace ddprun::launcher

@@ -1,0 +1,63 @@
+#pragma once
+// A blocking client of a TCPStore-protocol server (ours or PyTorch's). Used by the agents
+// and the tests; no LibTorch. Not thread-safe: give each thread its own client.
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ddprun::rendezvous {
+
+// Any failure to reach the store or a broken connection after retries.
+class StoreError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// A blocking operation (get, wait) ran past its timeout. The connection stays usable.
+class StoreTimeout : public StoreError {
+ public:
+  using StoreError::StoreError;
+};
+
+struct StoreClientOptions {
+  std::string host = "127.0.0.1";
+  uint16_t port = 0;
+  // How long connect() keeps retrying (with backoff) before it gives up.
+  std::chrono::milliseconds connect_timeout{std::chrono::seconds(60)};
+  // Default limit for blocking operations (get of a missing key, wait).
+  std::chrono::milliseconds op_timeout{std::chrono::seconds(60)};
+};
+
+class StoreClient {
+ public:
+  virtual ~StoreClient() = default;
+
+  // Connects, retrying with backoff until options.connect_timeout; throws StoreError.
+  static std::unique_ptr<StoreClient> connect(const StoreClientOptions& options);
+
+  virtual void set(std::string_view key, std::string_view value) = 0;
+  // Blocks until the key exists (up to op_timeout); throws StoreTimeout.
+  virtual std::string get(std::string_view key) = 0;
+  virtual std::string get(std::string_view key, std::chrono::milliseconds timeout) = 0;
+  // TCPStore semantics: returns the value now stored (desired if the swap happened).
+  virtual std::string compare_set(std::string_view key, std::string_view expected,
+                                  std::string_view desired) = 0;
+  virtual int64_t add(std::string_view key, int64_t delta) = 0;
+  virtual bool check(const std::vector<std::string>& keys) = 0;
+  // Blocks until every key exists; false when the timeout passed first.
+  virtual bool wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) = 0;
+  virtual bool delete_key(std::string_view key) = 0;
+  virtual int64_t num_keys() = 0;
+  virtual void append(std::string_view key, std::string_view value) = 0;
+  virtual std::vector<std::string> multi_get(const std::vector<std::string>& keys) = 0;
+  virtual void multi_set(const std::vector<std::string>& keys,
+                         const std::vector<std::string>& values) = 0;
+};
+
+}  // namespace ddprun::rendezvous
