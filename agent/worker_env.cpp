@@ -1,0 +1,66 @@
+#include "agent/worker_env.hpp"
+
+#include <unistd.h>
+
+namespace ddprun::agent {
+
+namespace {
+
+std::string inherited_or(const EnvMap& env, const std::string& name, const std::string& fallback) {
+  auto it = env.find(name);
+  return it == env.end() ? fallback : it->second;
+}
+
+}  // namespace
+
+EnvMap build_worker_env(const launcher::LaunchConfig& config, const RoundInfo& round,
+                        const WorkerEnvInputs& inputs) {
+  EnvMap env = inputs.inherited;
+  for (const auto& [name, value] : config.worker_env_overrides)
+    env[name] = value;
+
+  const int local_rank = inputs.local_rank;
+  const int global_rank = round.base_global_rank + local_rank;
+  env["LOCAL_RANK"] = std::to_string(config.virtual_local_rank ? 0 : local_rank);
+  env["RANK"] = std::to_string(global_rank);
+  env["GROUP_RANK"] = std::to_string(round.group_rank);
+  // A single role per job, so role ranks are global ranks (torchrun's behaviour as well).
+  env["ROLE_RANK"] = std::to_string(global_rank);
+  env["ROLE_NAME"] = config.role;
+  env["LOCAL_WORLD_SIZE"] = std::to_string(config.nproc_per_node);
+  env["WORLD_SIZE"] = std::to_string(round.world_size);
+  env["GROUP_WORLD_SIZE"] = std::to_string(round.group_world_size);
+  env["ROLE_WORLD_SIZE"] = std::to_string(round.world_size);
+  env["MASTER_ADDR"] = round.master_addr;
+  env["MASTER_PORT"] = std::to_string(round.master_port);
+  env["TORCHELASTIC_RESTART_COUNT"] = std::to_string(round.restart_count);
+  env["TORCHELASTIC_MAX_RESTARTS"] = std::to_string(config.max_restarts);
+  env["TORCHELASTIC_RUN_ID"] = round.run_id;
+  // Every worker is a client of the round's store; its keys are fresh for each round.
+  env["TORCHELASTIC_USE_AGENT_STORE"] = "True";
+  env["TORCHELASTIC_ERROR_FILE"] = inputs.error_file;
+  // PyTorch >= 2.2 reads the TORCH_ name, older releases (and torchrun 1.13) the plain one.
+  const std::string async_handling = inherited_or(
+      env, "TORCH_NCCL_ASYNC_ERROR_HANDLING", inherited_or(env, "NCCL_ASYNC_ERROR_HANDLING", "1"));
+  env["TORCH_NCCL_ASYNC_ERROR_HANDLING"] = async_handling;
+  env["NCCL_ASYNC_ERROR_HANDLING"] = inherited_or(env, "NCCL_ASYNC_ERROR_HANDLING", async_handling);
+  // torchrun's config_from_args: unset and more than one worker per node -> 1 thread each.
+  // (try_emplace: only when absent; it also sidesteps a GCC 12 -Wrestrict false positive.)
+  if (config.nproc_per_node > 1) env.try_emplace("OMP_NUM_THREADS", "1");
+  env.try_emplace("TORCHELASTIC_SIGNALS_TO_HANDLE", config.signals_to_handle_text);
+  return env;
+}
+
+EnvMap current_process_env() {
+  EnvMap env;
+  for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry) {
+    std::string text(*entry);
+    auto eq = text.find('=');
+    if (eq == std::string::npos)
+      continue;
+    env.emplace(text.substr(0, eq), text.substr(eq + 1));
+  }
+  return env;
+}
+
+}  // namespace ddprun::agent

@@ -1,0 +1,229 @@
+#include "agent/worker_group.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <stdexcept>
+
+#include "agent/worker_process.hpp"
+
+namespace ddprun::agent {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// How long to wait for SIGKILLed workers to be reaped before giving up on them (a worker in
+// uninterruptible sleep cannot be reaped; the agent must not hang on it).
+constexpr std::chrono::seconds kReapAfterKillLimit{5};
+
+OwnedFd open_log_file(const std::string& path) {
+  OwnedFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  if (!fd)
+    throw std::runtime_error("cannot open " + path + ": " + std::strerror(errno));
+  return fd;
+}
+
+// What the child's stream is connected to, and what the agent keeps for pumping it.
+struct StreamWiring {
+  OwnedFd child_end;
+  std::optional<OutputPump> pump;
+};
+
+StreamWiring wire_stream(const StreamPlan& plan, int console_fd, const std::string& prefix) {
+  StreamWiring wiring;
+  if (!plan.to_console) {
+    // Straight to the file (redirect) or nowhere: no copy through the agent.
+    wiring.child_end = plan.file.empty() ? open_log_file("/dev/null") : open_log_file(plan.file);
+    return wiring;
+  }
+  int ends[2];
+  if (::pipe2(ends, O_CLOEXEC) != 0) {
+    throw std::runtime_error(std::string("pipe failed: ") + std::strerror(errno));
+  }
+  OwnedFd read_end(ends[0]);
+  wiring.child_end = OwnedFd(ends[1]);
+  OwnedFd file = plan.file.empty() ? OwnedFd() : open_log_file(plan.file);
+  wiring.pump.emplace(std::move(read_end), console_fd, std::move(file), prefix);
+  return wiring;
+}
+
+}  // namespace
+
+double unix_time_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+WorkerGroup::WorkerGroup(const std::vector<WorkerLaunch>& launches, SignalChannel& signals)
+    : signals_(signals) {
+  workers_.reserve(launches.size());
+  pumps_.reserve(launches.size() * 2);
+  try {
+    for (const auto& launch : launches) {
+      StreamWiring out = wire_stream(launch.logs.out, STDOUT_FILENO, launch.console_prefix);
+      StreamWiring err = wire_stream(launch.logs.err, STDERR_FILENO, launch.console_prefix);
+      WorkerCommand command{launch.argv, launch.env, out.child_end.get(), err.child_end.get()};
+      WorkerRecord record;
+      record.local_rank = launch.local_rank;
+      record.global_rank = launch.global_rank;
+      record.error_file = launch.logs.error_file;
+      record.pid = spawn_worker(command, signals_.original_mask());
+      workers_.push_back(std::move(record));
+      if (out.pump)
+        pumps_.push_back(std::move(*out.pump));
+      if (err.pump)
+        pumps_.push_back(std::move(*err.pump));
+      // child ends close here: the worker holds the only write ends, so EOF means it is gone
+    }
+  } catch (...) {
+    kill_and_reap_bounded();
+    throw;
+  }
+}
+
+WorkerGroup::~WorkerGroup() {
+  if (!all_exited())
+    kill_and_reap_bounded();
+  finish_output_if_done();
+}
+
+bool WorkerGroup::all_exited() const {
+  for (const auto& worker : workers_) {
+    if (!worker.exit)
+      return false;
+  }
+  return true;
+}
+
+GroupState WorkerGroup::state() const {
+  std::vector<std::optional<WorkerExit>> exits;
+  exits.reserve(workers_.size());
+  for (const auto& worker : workers_)
+    exits.push_back(worker.exit);
+  return group_state(exits);
+}
+
+void WorkerGroup::reap() {
+  for (auto& worker : workers_) {
+    if (worker.exit)
+      continue;
+    int status = 0;
+    pid_t rc = ::waitpid(worker.pid, &status, WNOHANG);
+    if (rc == worker.pid) {
+      worker.exit = worker_exit_from_wait_status(status);
+      worker.exit_time_s = unix_time_now();
+      worker.stopped_by_agent = stopping_;
+    } else if (rc < 0 && errno == ECHILD) {
+      worker.exit = WorkerExit{-SIGKILL};  // reaped elsewhere: treat as lost
+      worker.exit_time_s = unix_time_now();
+      worker.stopped_by_agent = stopping_;
+    }
+  }
+  finish_output_if_done();
+}
+
+void WorkerGroup::finish_output_if_done() {
+  if (output_finished_ || !all_exited())
+    return;
+  for (auto& pump : pumps_)
+    pump.finish();
+  output_finished_ = true;
+}
+
+WorkerGroup::Wakeup WorkerGroup::wait(int external_fd,
+                                      std::optional<std::chrono::milliseconds> timeout) {
+  Wakeup wakeup;
+  const auto deadline = timeout ? Clock::now() + *timeout : Clock::time_point::max();
+  for (;;) {
+    std::vector<pollfd> fds;
+    fds.push_back({signals_.fd(), POLLIN, 0});
+    if (external_fd >= 0)
+      fds.push_back({external_fd, POLLIN, 0});
+    const std::size_t first_pump = fds.size();
+    std::vector<OutputPump*> polled;
+    for (auto& pump : pumps_) {
+      if (!pump.open())
+        continue;
+      fds.push_back({pump.fd(), POLLIN, 0});
+      polled.push_back(&pump);
+    }
+    int timeout_ms = -1;
+    if (timeout) {
+      auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
+      timeout_ms = static_cast<int>(std::max<long long>(0, left.count()));
+    }
+    int ready = ::poll(fds.data(), fds.size(), timeout_ms);
+    if (ready < 0 && errno != EINTR) {
+      throw std::runtime_error(std::string("poll failed: ") + std::strerror(errno));
+    }
+    bool something_happened = false;
+    for (std::size_t i = first_pump; i < fds.size(); ++i) {
+      if (fds[i].revents != 0)
+        polled[i - first_pump]->on_readable();
+    }
+    if (fds[0].revents != 0) {
+      auto drained = signals_.drain();
+      if (drained.child_exited) {
+        reap();
+        something_happened = true;
+      }
+      if (!drained.handled_signals.empty()) {
+        wakeup.signals.insert(wakeup.signals.end(), drained.handled_signals.begin(),
+                              drained.handled_signals.end());
+        something_happened = true;
+      }
+    }
+    if (external_fd >= 0 && fds[1].revents != 0) {
+      wakeup.external_ready = true;
+      something_happened = true;
+    }
+    if (something_happened)
+      return wakeup;
+    if (timeout && Clock::now() >= deadline)
+      return wakeup;
+  }
+}
+
+std::vector<int> WorkerGroup::stop(int sig, std::chrono::duration<double> timeout) {
+  std::vector<int> seen;
+  stopping_ = true;
+  reap();
+  for (const auto& worker : workers_) {
+    if (!worker.exit)
+      signal_worker_group(worker.pid, sig);
+  }
+  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(timeout);
+  while (!all_exited()) {
+    auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
+    if (left.count() <= 0)
+      break;
+    auto wakeup = wait(-1, left);
+    seen.insert(seen.end(), wakeup.signals.begin(), wakeup.signals.end());
+  }
+  // Grandchildren left behind in a worker's group go too, even when the worker itself exited
+  // (group only: a reaped worker's pid may already belong to somebody else).
+  for (const auto& worker : workers_)
+    ::killpg(worker.pid, SIGKILL);
+  kill_and_reap_bounded();
+  return seen;
+}
+
+void WorkerGroup::kill_and_reap_bounded() {
+  stopping_ = true;
+  for (const auto& worker : workers_) {
+    if (!worker.exit)
+      signal_worker_group(worker.pid, SIGKILL);
+  }
+  const auto deadline = Clock::now() + kReapAfterKillLimit;
+  reap();
+  while (!all_exited() && Clock::now() < deadline) {
+    auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
+    wait(-1, left);
+  }
+}
+
+}  // namespace ddprun::agent
