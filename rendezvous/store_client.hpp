@@ -1,8 +1,11 @@
 #pragma once
 // A blocking client of a TCPStore-protocol server (ours or PyTorch's). Used by the agents
 // and the tests; no LibTorch. Not thread-safe: give each thread its own client.
+// Keys go on the wire exactly as given: PyTorch's TCPStore puts "/" in front of user keys,
+// so to meet a Python worker's key "k" use "/k".
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -10,6 +13,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "rendezvous/wire_protocol.hpp"
 
 namespace ddprun::rendezvous {
 
@@ -32,6 +37,15 @@ struct StoreClientOptions {
   std::chrono::milliseconds connect_timeout{std::chrono::seconds(60)};
   // Default limit for blocking operations (get of a missing key, wait).
   std::chrono::milliseconds op_timeout{std::chrono::seconds(60)};
+  // The wire generation to speak. G2 (VALIDATE + PING, CANCEL_WAIT on a timed-out wait)
+  // suits our server; G0 talks to PyTorch <= 2.0 servers (a timed-out wait then drops the
+  // connection, and the next call reconnects, since G0 cannot cancel a wait).
+  WireGeneration wire = WireGeneration::g2;
+  // Longest value accepted in a reply; a longer length means a broken or hostile server.
+  std::size_t max_reply_bytes = std::size_t{256} * 1024 * 1024;
+  // How often an idempotent operation is retried over a fresh connection after the
+  // connection broke (each reconnect backs off, bounded by connect_timeout).
+  int max_retries = 3;
 };
 
 class StoreClient {

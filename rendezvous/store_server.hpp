@@ -7,21 +7,23 @@
 #include <memory>
 #include <string>
 
-namespace ddprun::rendezvous {
+#include "rendezvous/store_limits.hpp"
+#include "rendezvous/store_log.hpp"
+#include "rendezvous/wire_protocol.hpp"
 
-struct StoreLimits {
-  std::size_t max_key_bytes = 8 * 1024;
-  std::size_t max_value_bytes = 8 * 1024 * 1024;
-  std::size_t max_keys_per_request = 131072;
-  std::size_t max_total_bytes = std::size_t{4} * 1024 * 1024 * 1024;  // memory budget
-  std::size_t max_connections = 65536;
-};
+namespace ddprun::rendezvous {
 
 struct StoreServerOptions {
   std::string host = "0.0.0.0";
   uint16_t port = 0;  // 0 picks a free port
   StoreLimits limits;
+  // Accepted for compatibility; the store's state lives on one event-loop thread, which is
+  // what serialises every operation (as in PyTorch's libuv server).
   int threads = 1;
+  // What a connection that does not open with VALIDATE speaks: G0 (PyTorch <= 2.0, the
+  // default) or G1 (2.1). Their opcodes clash, so this cannot be detected from the bytes.
+  WireGeneration legacy_generation = WireGeneration::g0;
+  StoreLogLevel log_level = StoreLogLevel::warning;
 };
 
 class StoreServer {
@@ -33,6 +35,10 @@ class StoreServer {
   virtual uint16_t port() const = 0;
   virtual std::string host() const = 0;
   virtual void stop() = 0;  // idempotent
+  // Connections open now (a snapshot, for diagnostics and tests).
+  virtual std::size_t connection_count() const = 0;
+  // Bytes charged to the memory budget now (a snapshot).
+  virtual std::size_t memory_used() const = 0;
 };
 
 }  // namespace ddprun::rendezvous

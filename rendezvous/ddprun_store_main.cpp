@@ -1,0 +1,68 @@
+// ddprun-store: the standalone rendezvous store daemon. Prints the bound host:port as the
+// first line of standard output, serves until SIGTERM or SIGINT, then stops cleanly.
+
+#include <pthread.h>
+#include <sys/resource.h>
+
+#include <csignal>
+#include <iostream>
+#include <string>
+
+#include "rendezvous/daemon_options.hpp"
+#include "rendezvous/store_server.hpp"
+
+namespace {
+
+using namespace ddprun::rendezvous;
+
+// Many clients means many descriptors: take the hard limit.
+void raise_descriptor_limit() {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &limit);
+  }
+}
+
+int run(int argc, char** argv) {
+  const auto parsed = parse_daemon_options(std::vector<std::string>(argv + 1, argv + argc));
+  if (const auto* error = std::get_if<std::string>(&parsed)) {
+    std::cerr << "ddprun-store: " << *error << "\n" << daemon_usage();
+    return 2;
+  }
+  const auto& options = std::get<DaemonOptions>(parsed);
+  if (options.show_help) {
+    std::cout << daemon_usage();
+    return 0;
+  }
+
+  // Block the stop signals before the server's thread starts, so only sigwait sees them.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+  raise_descriptor_limit();
+
+  const auto server = StoreServer::start(options.server);
+  std::cout << server->host() << ":" << server->port() << std::endl;
+
+  int received = 0;
+  sigwait(&stop_signals, &received);
+  store_log(options.server.log_level, StoreLogLevel::info,
+            "stopping on signal " + std::to_string(received));
+  server->stop();
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& error) {
+    std::cerr << error.what() << "\n";
+    return 1;
+  }
+}

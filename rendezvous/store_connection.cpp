@@ -1,0 +1,272 @@
+#include "rendezvous/store_connection.hpp"
+
+#include <algorithm>
+#include <utility>
+
+#include "rendezvous/memory_budget.hpp"
+#include "rendezvous/request_decoder.hpp"
+#include "rendezvous/store_limits.hpp"
+
+namespace ddprun::rendezvous {
+namespace {
+
+// Stop reading from a client whose replies pile up unread, until they drain.
+constexpr std::size_t kOutputHighWater = 16 * 1024 * 1024;
+// Reads per readiness event, so one busy client cannot starve the others.
+constexpr int kReadsPerEvent = 4;
+
+std::string describe_peer(const boost::asio::ip::tcp::socket& socket) {
+  boost::system::error_code error;
+  const auto endpoint = socket.remote_endpoint(error);
+  if (error) {
+    return "unknown peer";
+  }
+  const auto address = endpoint.address();
+  const std::string host = address.is_v6() && address.to_v6().is_v4_mapped()
+                               ? address.to_v6().to_v4().to_string()
+                               : address.to_string();
+  return host + ":" + std::to_string(endpoint.port());
+}
+
+}  // namespace
+
+StoreConnection::StoreConnection(boost::asio::ip::tcp::socket socket, ConnectionId id,
+                                 ConnectionHub& hub)
+    : socket_(std::move(socket)), id_(id), hub_(hub), peer_(describe_peer(socket_)) {}
+
+StoreConnection::~StoreConnection() {
+  hub_.budget().release(input_charged_ + output_charged_);
+}
+
+void StoreConnection::start() {
+  boost::system::error_code ignored;
+  socket_.set_option(boost::asio::ip::tcp::no_delay(true), ignored);
+  socket_.non_blocking(true, ignored);
+  arm_read();
+}
+
+void StoreConnection::arm_read() {
+  if (read_armed_ || closed_) {
+    return;
+  }
+  read_armed_ = true;
+  socket_.async_wait(boost::asio::ip::tcp::socket::wait_read,
+                     [self = shared_from_this()](const boost::system::error_code& error) {
+                       self->read_armed_ = false;
+                       if (self->closed_) {
+                         return;
+                       }
+                       if (error) {
+                         self->close("");
+                         return;
+                       }
+                       self->on_readable();
+                     });
+}
+
+void StoreConnection::on_readable() {
+  const auto buffer = hub_.read_buffer();
+  for (int round = 0; round < kReadsPerEvent && !closed_; ++round) {
+    boost::system::error_code error;
+    const std::size_t received =
+        socket_.read_some(boost::asio::buffer(buffer.data(), buffer.size()), error);
+    if (error == boost::asio::error::would_block) {
+      break;
+    }
+    if (error) {
+      close("");  // the peer went away; not a violation
+      return;
+    }
+    if (input_.empty()) {
+      // Fast path: decode straight from the read buffer and keep only an incomplete tail.
+      const auto bytes = buffer.first(received);
+      const auto used = process(bytes);
+      if (!used) {
+        return;
+      }
+      keep_unprocessed(bytes.subspan(*used));
+    } else {
+      if (!hub_.budget().try_reserve(received)) {
+        close("buffered request bytes exceed the memory budget");
+        return;
+      }
+      input_charged_ += received;
+      input_.insert(input_.end(), buffer.begin(), buffer.begin() + received);
+      if (input_.size() >= input_needed_) {
+        const auto used = process(input_);
+        if (!used) {
+          return;
+        }
+        input_.erase(input_.begin(), input_.begin() + static_cast<std::ptrdiff_t>(*used));
+        keep_unprocessed({});
+      }
+    }
+    if (received < buffer.size()) {
+      break;
+    }
+  }
+  if (closed_) {
+    return;
+  }
+  flush();
+  if (!output_backlogged()) {
+    arm_read();
+  }
+}
+
+void StoreConnection::keep_unprocessed(std::span<const std::uint8_t> rest) {
+  if (!rest.empty()) {
+    if (!hub_.budget().try_reserve(rest.size())) {
+      close("buffered request bytes exceed the memory budget");
+      return;
+    }
+    input_charged_ += rest.size();
+    input_.assign(rest.begin(), rest.end());
+    return;
+  }
+  // input_ now holds exactly the unprocessed bytes; hand back what is no longer buffered.
+  if (input_charged_ > input_.size()) {
+    hub_.budget().release(input_charged_ - input_.size());
+    input_charged_ = input_.size();
+  }
+  if (input_.empty()) {
+    input_.shrink_to_fit();  // idle connections hold no buffer
+  }
+}
+
+std::optional<std::size_t> StoreConnection::process(std::span<const std::uint8_t> bytes) {
+  std::size_t offset = 0;
+  input_needed_ = 0;
+  while (offset < bytes.size()) {
+    const auto rest = bytes.subspan(offset);
+    if (!generation_) {
+      generation_ = detect_generation(rest, hub_.legacy_generation());
+      if (!generation_) {
+        input_needed_ = 5;
+        return offset;
+      }
+    }
+    auto result = decode_request(rest, *generation_, hub_.limits());
+    if (result.status == DecodeStatus::need_more) {
+      input_needed_ = result.min_bytes;
+      return offset;
+    }
+    if (result.status == DecodeStatus::invalid) {
+      close(result.error);
+      return std::nullopt;
+    }
+    offset += result.consumed;
+    if (*generation_ == WireGeneration::g2) {
+      if (!validated_) {
+        if (result.request.command != Command::validate ||
+            result.request.word != kValidationMagic) {
+          close("the first message is not VALIDATE with the expected magic");
+          return std::nullopt;
+        }
+        validated_ = true;
+        continue;
+      }
+      if (result.request.command == Command::validate) {
+        close("VALIDATE after the handshake");
+        return std::nullopt;
+      }
+    }
+    if (const auto error = hub_.dispatch(id_, result.request)) {
+      close(*error);
+      return std::nullopt;
+    }
+    if (closed_) {
+      return std::nullopt;
+    }
+  }
+  return offset;
+}
+
+void StoreConnection::queue_output(std::string_view bytes) {
+  if (closed_) {
+    return;
+  }
+  if (!hub_.budget().try_reserve(bytes.size())) {
+    close("unread replies exceed the memory budget");
+    return;
+  }
+  output_charged_ += bytes.size();
+  pending_output_.append(bytes);
+}
+
+bool StoreConnection::output_backlogged() const {
+  return pending_output_.size() + writing_.size() > kOutputHighWater;
+}
+
+void StoreConnection::flush() {
+  if (closed_ || write_in_flight_ || pending_output_.empty()) {
+    return;
+  }
+  // Most replies are a few bytes: try to send them now, and fall back to an asynchronous
+  // write only for what the socket does not take.
+  boost::system::error_code error;
+  const std::size_t sent = socket_.write_some(boost::asio::buffer(pending_output_), error);
+  if (error && error != boost::asio::error::would_block) {
+    close("");
+    return;
+  }
+  if (!error) {
+    hub_.budget().release(sent);
+    output_charged_ -= sent;
+    pending_output_.erase(0, sent);
+  }
+  if (!pending_output_.empty()) {
+    start_async_write();
+  }
+}
+
+void StoreConnection::start_async_write() {
+  writing_ = std::move(pending_output_);
+  pending_output_.clear();
+  write_in_flight_ = true;
+  boost::asio::async_write(
+      socket_, boost::asio::buffer(writing_),
+      [self = shared_from_this()](const boost::system::error_code& error, std::size_t) {
+        self->write_in_flight_ = false;
+        self->hub_.budget().release(self->writing_.size());
+        self->output_charged_ -= self->writing_.size();
+        self->writing_.clear();
+        self->writing_.shrink_to_fit();
+        if (self->closed_) {
+          return;
+        }
+        if (error) {
+          self->close("");
+          return;
+        }
+        self->flush();
+        if (!self->output_backlogged()) {
+          self->arm_read();
+        }
+      });
+}
+
+void StoreConnection::close(const std::string& violation) {
+  if (closed_) {
+    return;
+  }
+  closed_ = true;
+  if (!violation.empty()) {
+    hub_.log_violation(peer_, violation);
+  }
+  boost::system::error_code ignored;
+  socket_.close(ignored);
+  hub_.budget().release(input_charged_);
+  input_charged_ = 0;
+  input_.clear();
+  input_.shrink_to_fit();
+  hub_.connection_closed(id_);
+}
+
+void StoreConnection::abandon() {
+  closed_ = true;
+  boost::system::error_code ignored;
+  socket_.close(ignored);
+}
+
+}  // namespace ddprun::rendezvous

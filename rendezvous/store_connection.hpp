@@ -1,0 +1,79 @@
+#pragma once
+// One client connection of the store server: reassembles requests from the byte stream,
+// enforces the handshake and the limits, hands requests to the hub and writes replies.
+// Lives on the server's single event-loop thread.
+
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "rendezvous/asio.hpp"
+#include "rendezvous/request.hpp"
+#include "rendezvous/store_state.hpp"
+
+namespace ddprun::rendezvous {
+
+class MemoryBudget;
+struct StoreLimits;
+
+// What a connection needs from its server.
+class ConnectionHub {
+ public:
+  virtual ~ConnectionHub() = default;
+  // Applies a request; an error means the connection must be closed for that reason.
+  virtual std::optional<std::string> dispatch(ConnectionId from, Request& request) = 0;
+  virtual void connection_closed(ConnectionId id) = 0;
+  virtual void log_violation(const std::string& peer, const std::string& reason) = 0;
+  virtual MemoryBudget& budget() = 0;
+  virtual const StoreLimits& limits() const = 0;
+  virtual WireGeneration legacy_generation() const = 0;
+  // A scratch buffer for reads, shared by every connection of the loop.
+  virtual std::span<std::uint8_t> read_buffer() = 0;
+};
+
+class StoreConnection : public std::enable_shared_from_this<StoreConnection> {
+ public:
+  StoreConnection(boost::asio::ip::tcp::socket socket, ConnectionId id, ConnectionHub& hub);
+  StoreConnection(const StoreConnection&) = delete;
+  StoreConnection& operator=(const StoreConnection&) = delete;
+  ~StoreConnection();
+
+  void start();
+  // Queues bytes for the client; flush() sends them.
+  void queue_output(std::string_view bytes);
+  void flush();
+  // Closes without telling the hub (used when the server shuts down).
+  void abandon();
+
+ private:
+  void arm_read();
+  void on_readable();
+  // Decodes and dispatches every complete request at the front of `bytes`; returns how many
+  // bytes were used, or nullopt when the connection was closed.
+  std::optional<std::size_t> process(std::span<const std::uint8_t> bytes);
+  void keep_unprocessed(std::span<const std::uint8_t> rest);
+  void start_async_write();
+  bool output_backlogged() const;
+  void close(const std::string& violation);
+
+  boost::asio::ip::tcp::socket socket_;
+  ConnectionId id_;
+  ConnectionHub& hub_;
+  std::string peer_;
+  std::optional<WireGeneration> generation_;  // known once the first bytes arrived
+  bool validated_ = false;                    // G2 only: VALIDATE was received
+  std::vector<std::uint8_t> input_;           // bytes of a request still arriving
+  std::size_t input_needed_ = 0;              // do not decode again before this many
+  std::size_t input_charged_ = 0;             // budget held for input_
+  std::string pending_output_;                // queued, not yet handed to the socket
+  std::string writing_;                       // handed to an async write in flight
+  std::size_t output_charged_ = 0;            // budget held for both output buffers
+  bool write_in_flight_ = false;
+  bool read_armed_ = false;
+  bool closed_ = false;
+};
+
+}  // namespace ddprun::rendezvous

@@ -1,0 +1,42 @@
+#include "rendezvous/store_log.hpp"
+
+#include <unistd.h>
+
+#include <string>
+
+namespace ddprun::rendezvous {
+
+std::optional<StoreLogLevel> parse_log_level(std::string_view name) {
+  if (name == "quiet") {
+    return StoreLogLevel::quiet;
+  }
+  if (name == "error") {
+    return StoreLogLevel::error;
+  }
+  if (name == "warning") {
+    return StoreLogLevel::warning;
+  }
+  if (name == "info") {
+    return StoreLogLevel::info;
+  }
+  if (name == "debug") {
+    return StoreLogLevel::debug;
+  }
+  return std::nullopt;
+}
+
+void store_log(StoreLogLevel threshold, StoreLogLevel level, std::string_view message) {
+  if (level > threshold || level == StoreLogLevel::quiet) {
+    return;
+  }
+  static constexpr std::string_view kNames[] = {"", "error", "warning", "info", "debug"};
+  std::string line = "ddprun-store ";
+  line += kNames[static_cast<int>(level)];
+  line += ": ";
+  line += message;
+  line += '\n';
+  // A failed diagnostic write has nowhere to be reported.
+  [[maybe_unused]] const auto written = ::write(STDERR_FILENO, line.data(), line.size());
+}
+
+}  // namespace ddprun::rendezvous

@@ -1,0 +1,220 @@
+// The Boost.Asio driver of the store: accepts connections, owns the state and routes the
+// messages it produces. Everything runs on one event-loop thread, so the state needs no lock.
+
+#include "rendezvous/store_server.hpp"
+
+#include <array>
+#include <atomic>
+#include <future>
+#include <stdexcept>
+#include <thread>
+#include <unordered_map>
+
+#include "rendezvous/asio.hpp"
+#include "rendezvous/memory_budget.hpp"
+#include "rendezvous/store_connection.hpp"
+#include "rendezvous/store_state.hpp"
+
+namespace ddprun::rendezvous {
+namespace {
+
+namespace asio = boost::asio;
+using asio::ip::tcp;
+
+constexpr std::size_t kReadBufferBytes = 64 * 1024;
+// Listen backlog: connection storms of a whole job arrive at once (the kernel caps this at
+// net.core.somaxconn).
+constexpr int kListenBacklog = 65535;
+// After accept() fails (e.g. out of descriptors), wait this long before accepting again.
+constexpr auto kAcceptRetryDelay = std::chrono::milliseconds(50);
+
+tcp::endpoint listen_endpoint(const std::string& host, std::uint16_t port) {
+  if (host.empty() || host == "0.0.0.0" || host == "*") {
+    return {tcp::v4(), port};
+  }
+  if (host == "::") {
+    return {tcp::v6(), port};
+  }
+  boost::system::error_code error;
+  const auto address = asio::ip::make_address(host, error);
+  if (!error) {
+    return {address, port};
+  }
+  asio::io_context resolver_context;
+  tcp::resolver resolver(resolver_context);
+  const auto results = resolver.resolve(host, std::to_string(port), error);
+  if (error || results.empty()) {
+    throw std::runtime_error("ddprun-store: cannot resolve listen host '" + host +
+                             "': " + error.message());
+  }
+  return results.begin()->endpoint();
+}
+
+class StoreServerImpl final : public StoreServer, public ConnectionHub {
+ public:
+  explicit StoreServerImpl(const StoreServerOptions& options)
+      : options_(options),
+        budget_(options.limits.max_total_bytes),
+        state_(budget_),
+        io_(std::make_unique<asio::io_context>(1)),
+        acceptor_(*io_),
+        retry_timer_(*io_),
+        read_buffer_(kReadBufferBytes) {
+    const auto endpoint = listen_endpoint(options.host, options.port);
+    const std::string where = options.host + ":" + std::to_string(options.port);
+    boost::system::error_code error;
+    acceptor_.open(endpoint.protocol(), error);
+    if (!error) {
+      acceptor_.set_option(tcp::acceptor::reuse_address(true), error);
+    }
+    if (!error && endpoint.address().is_v6()) {
+      acceptor_.set_option(asio::ip::v6_only(false), error);
+    }
+    if (!error) {
+      acceptor_.bind(endpoint, error);
+    }
+    if (!error) {
+      acceptor_.listen(kListenBacklog, error);
+    }
+    if (error) {
+      throw std::runtime_error("ddprun-store: cannot listen on " + where + ": " + error.message());
+    }
+    port_ = acceptor_.local_endpoint().port();
+    accept_next();
+    loop_ = std::thread([this] { io_->run(); });
+  }
+
+  ~StoreServerImpl() override {
+    stop();
+    // The io_context member, destroyed after the acceptor and timer, then drops the
+    // handlers that still hold connections; budget_ and state_ outlive it.
+    connections_.clear();
+  }
+
+  std::uint16_t port() const override { return port_; }
+  std::string host() const override { return options_.host; }
+
+  void stop() override {
+    if (stopped_.exchange(true)) {
+      return;
+    }
+    if (loop_.joinable()) {
+      asio::post(*io_, [this] {
+        boost::system::error_code ignored;
+        acceptor_.close(ignored);
+        retry_timer_.cancel();
+        for (auto& [id, connection] : connections_) {
+          connection->abandon();
+        }
+        io_->stop();
+      });
+      if (loop_.get_id() == std::this_thread::get_id()) {
+        loop_.detach();
+      } else {
+        loop_.join();
+      }
+    }
+  }
+
+  std::size_t connection_count() const override { return connection_count_.load(); }
+  std::size_t memory_used() const override { return memory_used_.load(); }
+
+ private:
+  void accept_next() {
+    acceptor_.async_accept([this](const boost::system::error_code& error, tcp::socket socket) {
+      if (error == asio::error::operation_aborted || !acceptor_.is_open()) {
+        return;
+      }
+      if (error) {
+        // Typically EMFILE: keep the server alive and try again shortly.
+        store_log(options_.log_level, StoreLogLevel::warning, "accept failed: " + error.message());
+        retry_timer_.expires_after(kAcceptRetryDelay);
+        retry_timer_.async_wait([this](const boost::system::error_code& timer_error) {
+          if (!timer_error) {
+            accept_next();
+          }
+        });
+        return;
+      }
+      admit(std::move(socket));
+      accept_next();
+    });
+  }
+
+  void admit(tcp::socket socket) {
+    if (connections_.size() >= options_.limits.max_connections) {
+      boost::system::error_code ignored;
+      const auto peer = socket.remote_endpoint(ignored);
+      log_violation(
+          peer.address().to_string() + ":" + std::to_string(peer.port()),
+          "connection limit of " + std::to_string(options_.limits.max_connections) + " reached");
+      socket.close(ignored);
+      return;
+    }
+    const ConnectionId id = next_connection_++;
+    auto connection = std::make_shared<StoreConnection>(std::move(socket), id, *this);
+    connections_.emplace(id, connection);
+    connection_count_.store(connections_.size());
+    connection->start();
+  }
+
+  std::optional<std::string> dispatch(ConnectionId from, Request& request) override {
+    outgoing_.clear();
+    auto error = state_.handle(from, request, outgoing_);
+    // Deliver even after an error: wake-ups already produced belong to other clients.
+    for (auto& message : outgoing_) {
+      const auto found = connections_.find(message.to);
+      if (found == connections_.end()) {
+        continue;
+      }
+      const auto target = found->second;  // keeps it alive if delivering closes it
+      target->queue_output(message.bytes);
+      if (message.to != from) {
+        target->flush();
+      }
+    }
+    memory_used_.store(budget_.used());
+    return error;
+  }
+
+  void connection_closed(ConnectionId id) override {
+    state_.disconnect(id);
+    connections_.erase(id);
+    connection_count_.store(connections_.size());
+    memory_used_.store(budget_.used());
+  }
+
+  void log_violation(const std::string& peer, const std::string& reason) override {
+    store_log(options_.log_level, StoreLogLevel::warning,
+              "closing connection from " + peer + ": " + reason);
+  }
+
+  MemoryBudget& budget() override { return budget_; }
+  const StoreLimits& limits() const override { return options_.limits; }
+  WireGeneration legacy_generation() const override { return options_.legacy_generation; }
+  std::span<std::uint8_t> read_buffer() override { return read_buffer_; }
+
+  StoreServerOptions options_;
+  MemoryBudget budget_;
+  StoreState state_;
+  std::unique_ptr<asio::io_context> io_;
+  tcp::acceptor acceptor_;
+  asio::steady_timer retry_timer_;
+  std::vector<std::uint8_t> read_buffer_;
+  std::vector<OutgoingMessage> outgoing_;  // reused by dispatch()
+  std::unordered_map<ConnectionId, std::shared_ptr<StoreConnection>> connections_;
+  ConnectionId next_connection_ = 1;
+  std::uint16_t port_ = 0;
+  std::atomic<bool> stopped_{false};
+  std::atomic<std::size_t> connection_count_{0};
+  std::atomic<std::size_t> memory_used_{0};
+  std::thread loop_;
+};
+
+}  // namespace
+
+std::unique_ptr<StoreServer> StoreServer::start(const StoreServerOptions& options) {
+  return std::make_unique<StoreServerImpl>(options);
+}
+
+}  // namespace ddprun::rendezvous

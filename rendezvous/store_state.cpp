@@ -1,0 +1,506 @@
+#include "rendezvous/store_state.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <utility>
+
+#include "rendezvous/wire_codec.hpp"
+
+namespace ddprun::rendezvous {
+namespace {
+
+// Rough per-entry bookkeeping cost (hash node, string headers), charged on top of the
+// bytes themselves so that many tiny keys cannot dodge the budget.
+constexpr std::size_t kEntryOverhead = 64;
+constexpr std::size_t kRegistrationOverhead = 48;
+
+std::size_t entry_cost(const std::string& key, const std::string& value) {
+  return key.size() + value.size() + kEntryOverhead;
+}
+
+std::string one_byte(std::uint8_t value) {
+  return std::string(1, static_cast<char>(value));
+}
+
+std::string encoded_i64(std::int64_t value) {
+  std::string bytes;
+  wire::append_i64(bytes, value);
+  return bytes;
+}
+
+std::string encoded_bytes(const std::string& value) {
+  std::string bytes;
+  bytes.reserve(8 + value.size());
+  wire::append_bytes(bytes, value);
+  return bytes;
+}
+
+// ADD keeps counters as ASCII decimal. Like PyTorch's std::stoll: leading blanks and a sign
+// are accepted, trailing bytes ignored, no digits or overflow is an error.
+std::optional<std::int64_t> parse_counter(const std::string& text) {
+  std::size_t start = 0;
+  while (start < text.size() && (text[start] == ' ' || text[start] == '\t' || text[start] == '\n' ||
+                                 text[start] == '\r')) {
+    ++start;
+  }
+  if (start < text.size() && text[start] == '+') {
+    ++start;
+  }
+  std::int64_t value = 0;
+  const auto* first = text.data() + start;
+  const auto* last = text.data() + text.size();
+  const auto [end, error] = std::from_chars(first, last, value);
+  if (error != std::errc() || end == first) {
+    return std::nullopt;
+  }
+  return value;
+}
+
+std::string printable(const std::string& key) {
+  constexpr std::size_t kShown = 64;
+  std::string shown;
+  for (char c : key.substr(0, kShown)) {
+    shown.push_back(c >= 0x20 && c < 0x7F ? c : '?');
+  }
+  return key.size() > kShown ? shown + "..." : shown;
+}
+
+}  // namespace
+
+StoreState::~StoreState() {
+  // Give back everything this state charged, so an embedding server's budget balances.
+  for (const auto& [key, value] : values_) {
+    budget_.release(entry_cost(key, value));
+  }
+  for (const auto& [name, items] : queues_) {
+    for (const auto& item : items) {
+      budget_.release(entry_cost(name, item));
+    }
+  }
+  for (const auto& [id, wait] : waits_) {
+    budget_.release(wait.reserved_bytes);
+  }
+  for (const auto& [connection, keys] : watched_by_) {
+    for (const auto& key : keys) {
+      budget_.release(key.size() + kRegistrationOverhead);
+    }
+  }
+}
+
+bool StoreState::exists(const std::string& key) const {
+  if (values_.contains(key)) {
+    return true;
+  }
+  const auto queue = queues_.find(key);
+  return queue != queues_.end() && !queue->second.empty();
+}
+
+bool StoreState::store_value(const std::string& key, std::string value,
+                             std::vector<OutgoingMessage>& out) {
+  const auto found = values_.find(key);
+  const std::size_t new_cost = entry_cost(key, value);
+  const std::size_t old_cost = found == values_.end() ? 0 : entry_cost(key, found->second);
+  if (new_cost > old_cost && !budget_.try_reserve(new_cost - old_cost)) {
+    return false;
+  }
+  if (old_cost > new_cost) {
+    budget_.release(old_cost - new_cost);
+  }
+  if (found == values_.end()) {
+    if (watchers_.contains(key)) {
+      notify_watchers(kWatchKeyCreated, key, std::string(), value, out);
+    }
+    values_.emplace(key, std::move(value));
+  } else {
+    if (watchers_.contains(key)) {
+      notify_watchers(kWatchKeyUpdated, key, found->second, value, out);
+    }
+    found->second = std::move(value);
+  }
+  return true;
+}
+
+void StoreState::wake_all(const std::string& key, std::vector<OutgoingMessage>& out) {
+  const auto found = waiters_.find(key);
+  if (found == waiters_.end()) {
+    return;
+  }
+  const auto registrations = std::move(found->second);
+  waiters_.erase(found);
+  for (const WaitId id : registrations) {
+    satisfy_one(id, out);
+  }
+}
+
+void StoreState::wake_one(const std::string& key, std::vector<OutgoingMessage>& out) {
+  const auto found = waiters_.find(key);
+  if (found == waiters_.end()) {
+    return;
+  }
+  const WaitId id = found->second.front();
+  found->second.erase(found->second.begin());
+  if (found->second.empty()) {
+    waiters_.erase(found);
+  }
+  satisfy_one(id, out);
+}
+
+void StoreState::satisfy_one(WaitId id, std::vector<OutgoingMessage>& out) {
+  const auto found = waits_.find(id);
+  if (found == waits_.end()) {
+    return;
+  }
+  if (--found->second.missing == 0) {
+    out.push_back({found->second.connection, one_byte(kStopWaiting)});
+    finish_wait(id);
+  }
+}
+
+void StoreState::finish_wait(WaitId id) {
+  const auto found = waits_.find(id);
+  if (found == waits_.end()) {
+    return;
+  }
+  budget_.release(found->second.reserved_bytes);
+  const auto of = waits_of_.find(found->second.connection);
+  if (of != waits_of_.end()) {
+    std::erase(of->second, id);
+    if (of->second.empty()) {
+      waits_of_.erase(of);
+    }
+  }
+  waits_.erase(found);
+}
+
+std::optional<std::string> StoreState::register_wait(ConnectionId from,
+                                                     const std::vector<std::string>& keys,
+                                                     std::vector<OutgoingMessage>& out) {
+  PendingWait wait;
+  wait.connection = from;
+  for (const auto& key : keys) {
+    if (!exists(key)) {
+      ++wait.missing;
+      wait.reserved_bytes += key.size() + kRegistrationOverhead;
+      wait.keys.push_back(key);
+    }
+  }
+  if (wait.missing == 0) {
+    out.push_back({from, one_byte(kStopWaiting)});
+    return std::nullopt;
+  }
+  if (!budget_.try_reserve(wait.reserved_bytes)) {
+    return "memory budget exhausted by a WAIT on " + std::to_string(keys.size()) + " keys";
+  }
+  const WaitId id = next_wait_++;
+  for (const auto& key : wait.keys) {
+    waiters_[key].push_back(id);
+  }
+  waits_of_[from].push_back(id);
+  waits_.emplace(id, std::move(wait));
+  return std::nullopt;
+}
+
+void StoreState::cancel_waits(ConnectionId connection) {
+  const auto of = waits_of_.find(connection);
+  if (of == waits_of_.end()) {
+    return;
+  }
+  const auto ids = std::move(of->second);
+  waits_of_.erase(of);
+  for (const WaitId id : ids) {
+    const auto found = waits_.find(id);
+    if (found == waits_.end()) {
+      continue;
+    }
+    // Take this wait off every key list it is still on, so cancelled waits leave nothing.
+    for (const auto& key : found->second.keys) {
+      const auto list = waiters_.find(key);
+      if (list != waiters_.end()) {
+        std::erase(list->second, id);
+        if (list->second.empty()) {
+          waiters_.erase(list);
+        }
+      }
+    }
+    budget_.release(found->second.reserved_bytes);
+    waits_.erase(found);
+  }
+}
+
+void StoreState::notify_watchers(std::uint8_t kind, const std::string& key,
+                                 const std::string& old_value, const std::string& new_value,
+                                 std::vector<OutgoingMessage>& out) {
+  const auto found = watchers_.find(key);
+  if (found == watchers_.end()) {
+    return;
+  }
+  for (const ConnectionId watcher : found->second) {
+    std::string bytes;
+    wire::append_u8(bytes, kind);
+    wire::append_bytes(bytes, key);
+    wire::append_bytes(bytes, old_value);
+    wire::append_bytes(bytes, new_value);
+    out.push_back({watcher, std::move(bytes)});
+  }
+}
+
+void StoreState::disconnect(ConnectionId connection) {
+  cancel_waits(connection);
+  const auto watched = watched_by_.find(connection);
+  if (watched == watched_by_.end()) {
+    return;
+  }
+  for (const auto& key : watched->second) {
+    budget_.release(key.size() + kRegistrationOverhead);
+    const auto list = watchers_.find(key);
+    if (list != watchers_.end()) {
+      std::erase(list->second, connection);
+      if (list->second.empty()) {
+        watchers_.erase(list);
+      }
+    }
+  }
+  watched_by_.erase(watched);
+}
+
+std::optional<std::string> StoreState::handle_add(ConnectionId from, Request& request,
+                                                  std::vector<OutgoingMessage>& out) {
+  const std::string& key = request.keys[0];
+  std::int64_t current = 0;
+  if (const auto found = values_.find(key); found != values_.end()) {
+    const auto parsed = parse_counter(found->second);
+    if (!parsed) {
+      return "ADD on key '" + printable(key) + "' whose value is not an integer";
+    }
+    current = *parsed;
+  }
+  std::int64_t sum = 0;
+  if (__builtin_add_overflow(current, request.integer, &sum)) {
+    return "ADD on key '" + printable(key) + "' overflows int64";
+  }
+  if (!store_value(key, std::to_string(sum), out)) {
+    return "memory budget exhausted by ADD";
+  }
+  wake_all(key, out);
+  out.push_back({from, encoded_i64(sum)});
+  return std::nullopt;
+}
+
+std::optional<std::string> StoreState::handle_compare_set(ConnectionId from, Request& request,
+                                                          std::vector<OutgoingMessage>& out) {
+  const std::string& key = request.keys[0];
+  std::string& expected = request.values[0];
+  std::string& desired = request.values[1];
+  const auto found = values_.find(key);
+  const bool swap = found == values_.end() ? expected.empty() : found->second == expected;
+  if (!swap) {
+    // A missing key with a non-empty expectation answers `expected` (PyTorch does the same).
+    out.push_back({from, encoded_bytes(found == values_.end() ? expected : found->second)});
+    return std::nullopt;
+  }
+  std::string reply = encoded_bytes(desired);
+  if (!store_value(key, std::move(desired), out)) {
+    return "memory budget exhausted by COMPARE_SET";
+  }
+  wake_all(key, out);
+  out.push_back({from, std::move(reply)});
+  return std::nullopt;
+}
+
+std::optional<std::string> StoreState::handle_barrier(ConnectionId from, Request& request,
+                                                      std::vector<OutgoingMessage>& out) {
+  const std::string& key = request.keys[0];
+  std::int64_t arrived = 0;
+  if (const auto found = values_.find(key); found != values_.end()) {
+    const auto parsed = parse_counter(found->second);
+    if (!parsed) {
+      return "BARRIER on key '" + printable(key) + "' whose value is not an integer";
+    }
+    arrived = *parsed;
+  }
+  if (arrived == INT64_MAX) {
+    return "BARRIER on key '" + printable(key) + "' overflows int64";
+  }
+  ++arrived;
+  if (!store_value(key, std::to_string(arrived), out)) {
+    return "memory budget exhausted by BARRIER";
+  }
+  if (arrived >= request.integer) {
+    out.push_back({from, one_byte(kStopWaiting)});
+    wake_all(key, out);
+    return std::nullopt;
+  }
+  // Park the caller as a one-key waiter on the barrier key, woken when the last one arrives.
+  PendingWait wait;
+  wait.connection = from;
+  wait.missing = 1;
+  wait.keys.push_back(key);
+  wait.reserved_bytes = key.size() + kRegistrationOverhead;
+  if (!budget_.try_reserve(wait.reserved_bytes)) {
+    return "memory budget exhausted by BARRIER";
+  }
+  const WaitId id = next_wait_++;
+  waiters_[key].push_back(id);
+  waits_of_[from].push_back(id);
+  waits_.emplace(id, std::move(wait));
+  return std::nullopt;
+}
+
+std::optional<std::string> StoreState::handle_queue_pop(ConnectionId from, Request& request,
+                                                        std::vector<OutgoingMessage>& out) {
+  const std::string& name = request.keys[0];
+  const auto found = queues_.find(name);
+  if (found == queues_.end() || found->second.empty()) {
+    out.push_back({from, encoded_i64(0)});
+    return std::nullopt;
+  }
+  std::string reply = encoded_i64(static_cast<std::int64_t>(found->second.size()));
+  wire::append_bytes(reply, found->second.front());
+  budget_.release(entry_cost(name, found->second.front()));
+  found->second.pop_front();
+  if (found->second.empty()) {
+    queues_.erase(found);
+  }
+  out.push_back({from, std::move(reply)});
+  return std::nullopt;
+}
+
+std::optional<std::string> StoreState::handle(ConnectionId from, Request& request,
+                                              std::vector<OutgoingMessage>& out) {
+  switch (request.command) {
+    case Command::validate:
+      return std::nullopt;
+    case Command::set: {
+      const std::string& key = request.keys[0];
+      if (!store_value(key, std::move(request.values[0]), out)) {
+        return "memory budget exhausted by SET of key '" + printable(key) + "'";
+      }
+      wake_all(key, out);
+      return std::nullopt;
+    }
+    case Command::compare_set:
+      return handle_compare_set(from, request, out);
+    case Command::get: {
+      const auto found = values_.find(request.keys[0]);
+      out.push_back({from, encoded_bytes(found == values_.end() ? std::string() : found->second)});
+      return std::nullopt;
+    }
+    case Command::add:
+      return handle_add(from, request, out);
+    case Command::check: {
+      const bool ready = std::all_of(request.keys.begin(), request.keys.end(),
+                                     [this](const std::string& key) { return exists(key); });
+      out.push_back({from, one_byte(ready ? kCheckReady : kCheckNotReady)});
+      return std::nullopt;
+    }
+    case Command::wait:
+      return register_wait(from, request.keys, out);
+    case Command::get_num_keys:
+      out.push_back({from, encoded_i64(static_cast<std::int64_t>(values_.size()))});
+      return std::nullopt;
+    case Command::watch_key: {
+      const std::string& key = request.keys[0];
+      if (!budget_.try_reserve(key.size() + kRegistrationOverhead)) {
+        return "memory budget exhausted by WATCH_KEY";
+      }
+      watchers_[key].push_back(from);
+      watched_by_[from].push_back(key);
+      out.push_back({from, one_byte(kWatchCallbackRegistered)});
+      return std::nullopt;
+    }
+    case Command::delete_key: {
+      const std::string& key = request.keys[0];
+      const auto found = values_.find(key);
+      std::int64_t removed = 0;
+      if (found != values_.end()) {
+        if (watchers_.contains(key)) {
+          notify_watchers(kWatchKeyDeleted, key, found->second, std::string(), out);
+        }
+        budget_.release(entry_cost(key, found->second));
+        values_.erase(found);
+        removed = 1;
+      }
+      out.push_back({from, encoded_i64(removed)});
+      return std::nullopt;
+    }
+    case Command::append: {
+      const std::string& key = request.keys[0];
+      const auto found = values_.find(key);
+      std::string combined =
+          found == values_.end() ? std::move(request.values[0]) : found->second + request.values[0];
+      if (!store_value(key, std::move(combined), out)) {
+        return "memory budget exhausted by APPEND to key '" + printable(key) + "'";
+      }
+      wake_all(key, out);
+      return std::nullopt;
+    }
+    case Command::multi_get: {
+      std::string reply;
+      for (const auto& key : request.keys) {
+        const auto found = values_.find(key);
+        wire::append_bytes(reply, found == values_.end() ? std::string_view() : found->second);
+      }
+      out.push_back({from, std::move(reply)});
+      return std::nullopt;
+    }
+    case Command::multi_set: {
+      // Check the whole request against the budget first, so it applies all or nothing.
+      std::size_t growth = 0;
+      for (std::size_t i = 0; i < request.keys.size(); ++i) {
+        growth += entry_cost(request.keys[i], request.values[i]);
+      }
+      if (growth > budget_.limit() - budget_.used()) {
+        return "memory budget exhausted by MULTI_SET of " + std::to_string(request.keys.size()) +
+               " keys";
+      }
+      for (std::size_t i = 0; i < request.keys.size(); ++i) {
+        if (!store_value(request.keys[i], std::move(request.values[i]), out)) {
+          return "memory budget exhausted by MULTI_SET";
+        }
+        wake_all(request.keys[i], out);
+      }
+      return std::nullopt;
+    }
+    case Command::cancel_wait:
+      cancel_waits(from);
+      out.push_back({from, one_byte(kWaitCanceled)});
+      return std::nullopt;
+    case Command::ping: {
+      std::string reply;
+      wire::append_u32(reply, request.word);
+      out.push_back({from, std::move(reply)});
+      return std::nullopt;
+    }
+    case Command::queue_push: {
+      const std::string& name = request.keys[0];
+      if (!budget_.try_reserve(entry_cost(name, request.values[0]))) {
+        return "memory budget exhausted by QUEUE_PUSH to '" + printable(name) + "'";
+      }
+      queues_[name].push_back(std::move(request.values[0]));
+      wake_one(name, out);
+      return std::nullopt;
+    }
+    case Command::queue_pop:
+      return handle_queue_pop(from, request, out);
+    case Command::queue_len: {
+      const auto found = queues_.find(request.keys[0]);
+      const std::size_t length = found == queues_.end() ? 0 : found->second.size();
+      out.push_back({from, encoded_i64(static_cast<std::int64_t>(length))});
+      return std::nullopt;
+    }
+    case Command::list_keys: {
+      std::string reply;
+      wire::append_u64(reply, values_.size());
+      for (const auto& [key, value] : values_) {
+        wire::append_bytes(reply, key);
+      }
+      out.push_back({from, std::move(reply)});
+      return std::nullopt;
+    }
+    case Command::barrier:
+      return handle_barrier(from, request, out);
+  }
+  return "unhandled command";
+}
+
+}  // namespace ddprun::rendezvous

@@ -1,0 +1,54 @@
+#pragma once
+// Little-endian field encoders for TCPStore messages (every real deployment is
+// little-endian and the protocol uses host order; tcpstore_protocol.md §1).
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <string_view>
+
+namespace ddprun::rendezvous::wire {
+
+inline void append_u8(std::string& out, std::uint8_t value) {
+  out.push_back(static_cast<char>(value));
+}
+
+inline void append_u32(std::string& out, std::uint32_t value) {
+  for (int i = 0; i < 4; ++i) {
+    out.push_back(static_cast<char>((value >> (8 * i)) & 0xFFu));
+  }
+}
+
+inline void append_u64(std::string& out, std::uint64_t value) {
+  for (int i = 0; i < 8; ++i) {
+    out.push_back(static_cast<char>((value >> (8 * i)) & 0xFFu));
+  }
+}
+
+inline void append_i64(std::string& out, std::int64_t value) {
+  append_u64(out, static_cast<std::uint64_t>(value));
+}
+
+// A string or bytes field: u64 length, then the raw bytes.
+inline void append_bytes(std::string& out, std::string_view bytes) {
+  append_u64(out, bytes.size());
+  out.append(bytes);
+}
+
+inline std::uint64_t load_u64(const unsigned char* bytes) {
+  std::uint64_t value = 0;
+  for (int i = 7; i >= 0; --i) {
+    value = (value << 8) | bytes[i];
+  }
+  return value;
+}
+
+inline std::uint32_t load_u32(const unsigned char* bytes) {
+  std::uint32_t value = 0;
+  for (int i = 3; i >= 0; --i) {
+    value = (value << 8) | bytes[i];
+  }
+  return value;
+}
+
+}  // namespace ddprun::rendezvous::wire
