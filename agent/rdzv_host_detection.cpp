@@ -1,0 +1,154 @@
+#include "agent/rdzv_host_detection.hpp"
+
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <memory>
+
+namespace ddprun::agent::rdzv {
+namespace {
+
+bool contains(const std::vector<std::string>& list, const std::string& value) {
+  return std::find(list.begin(), list.end(), value) != list.end();
+}
+
+bool any_common(const std::vector<std::string>& a, const std::vector<std::string>& b) {
+  return std::any_of(a.begin(), a.end(), [&](const std::string& x) { return contains(b, x); });
+}
+
+std::string numeric_of(const sockaddr* address) {
+  std::array<char, NI_MAXHOST> text{};
+  const socklen_t length =
+      address->sa_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
+  if (getnameinfo(address, length, text.data(), text.size(), nullptr, 0, NI_NUMERICHOST) != 0) {
+    return {};
+  }
+  std::string numeric = text.data();
+  // Link-local IPv6 carries a %scope suffix that never matches a resolved address.
+  if (auto percent = numeric.find('%'); percent != std::string::npos) {
+    numeric.resize(percent);
+  }
+  return numeric;
+}
+
+struct AddrInfoDeleter {
+  void operator()(addrinfo* info) const { freeaddrinfo(info); }
+};
+
+std::string hostname() {
+  std::array<char, 256> name{};
+  if (gethostname(name.data(), name.size() - 1) != 0) {
+    return {};
+  }
+  return name.data();
+}
+
+}  // namespace
+
+bool is_loopback_address(const std::string& numeric) {
+  in_addr v4{};
+  if (inet_pton(AF_INET, numeric.c_str(), &v4) == 1) {
+    return (ntohl(v4.s_addr) >> 24) == 127;
+  }
+  return numeric == "::1";
+}
+
+bool should_host_store(const HostQuestion& q, const LocalIdentity& identity) {
+  if (q.forced) {
+    return *q.forced;
+  }
+  if (q.local_addr) {
+    // Several agents may share this machine: only the one whose address is the endpoint hosts.
+    return q.endpoint_host == *q.local_addr ||
+           any_common(q.endpoint_addresses, q.local_addr_addresses);
+  }
+  if (q.endpoint_host == "localhost" || contains(identity.names, q.endpoint_host)) {
+    return true;
+  }
+  if (std::any_of(q.endpoint_addresses.begin(), q.endpoint_addresses.end(), is_loopback_address)) {
+    return true;
+  }
+  return any_common(q.endpoint_addresses, identity.addresses);
+}
+
+std::vector<std::string> resolve_numeric(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* raw = nullptr;
+  if (host.empty() || getaddrinfo(host.c_str(), nullptr, &hints, &raw) != 0) {
+    return {};
+  }
+  std::unique_ptr<addrinfo, AddrInfoDeleter> list(raw);
+  std::vector<std::string> out;
+  for (const addrinfo* it = list.get(); it != nullptr; it = it->ai_next) {
+    auto numeric = numeric_of(it->ai_addr);
+    if (!numeric.empty() && !contains(out, numeric)) {
+      out.push_back(std::move(numeric));
+    }
+  }
+  return out;
+}
+
+LocalIdentity local_identity() {
+  LocalIdentity identity;
+  const std::string name = hostname();
+  if (!name.empty()) {
+    identity.names.push_back(name);
+    const std::string canonical = default_local_address();
+    if (!canonical.empty() && canonical != name) {
+      identity.names.push_back(canonical);
+    }
+    identity.addresses = resolve_numeric(name);
+  }
+  ifaddrs* raw = nullptr;
+  if (getifaddrs(&raw) == 0) {
+    std::unique_ptr<ifaddrs, decltype(&freeifaddrs)> list(raw, &freeifaddrs);
+    for (const ifaddrs* it = list.get(); it != nullptr; it = it->ifa_next) {
+      if (it->ifa_addr == nullptr ||
+          (it->ifa_addr->sa_family != AF_INET && it->ifa_addr->sa_family != AF_INET6)) {
+        continue;
+      }
+      auto numeric = numeric_of(it->ifa_addr);
+      if (!numeric.empty() && !contains(identity.addresses, numeric)) {
+        identity.addresses.push_back(std::move(numeric));
+      }
+    }
+  }
+  return identity;
+}
+
+std::string default_local_address() {
+  const std::string name = hostname();
+  if (name.empty()) {
+    return "localhost";
+  }
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_flags = AI_CANONNAME;
+  addrinfo* raw = nullptr;
+  if (getaddrinfo(name.c_str(), nullptr, &hints, &raw) != 0) {
+    return name;
+  }
+  std::unique_ptr<addrinfo, AddrInfoDeleter> list(raw);
+  if (list && list->ai_canonname != nullptr && list->ai_canonname[0] != '\0') {
+    return list->ai_canonname;
+  }
+  return name;
+}
+
+std::string store_bind_address(const std::string& endpoint_host) {
+  in_addr v4{};
+  if (inet_pton(AF_INET, endpoint_host.c_str(), &v4) == 1 && is_loopback_address(endpoint_host)) {
+    return endpoint_host;
+  }
+  return "0.0.0.0";
+}
+
+}  // namespace ddprun::agent::rdzv

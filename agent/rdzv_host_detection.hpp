@@ -1,0 +1,43 @@
+#pragma once
+// Which agent hosts the c10d store: torchrun's is_host heuristic (_matches_machine_hostname),
+// with --local_addr taking precedence so several agents on one machine (127.0.0.2, .3) agree.
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ddprun::agent::rdzv {
+
+// What this machine is called and where it listens; gathered by local_identity().
+struct LocalIdentity {
+  std::vector<std::string> names;      // gethostname, its canonical names
+  std::vector<std::string> addresses;  // numeric addresses of every interface
+};
+
+struct HostQuestion {
+  std::optional<bool> forced;             // --rdzv_conf is_host
+  std::optional<std::string> local_addr;  // --local_addr
+  std::string endpoint_host;
+  std::vector<std::string> endpoint_addresses;    // endpoint_host resolved, numeric
+  std::vector<std::string> local_addr_addresses;  // local_addr resolved, numeric
+};
+
+// Pure: true when this agent should try to host the store.
+bool should_host_store(const HostQuestion& question, const LocalIdentity& identity);
+
+// Whether a numeric address is loopback (127.0.0.0/8 or ::1).
+bool is_loopback_address(const std::string& numeric);
+
+// I/O: the machine's names and interface addresses; resolving a host to numeric addresses
+// (empty when it does not resolve).
+LocalIdentity local_identity();
+std::vector<std::string> resolve_numeric(const std::string& host);
+
+// The node's address when --local_addr is not given: the FQDN (canonical name of gethostname).
+std::string default_local_address();
+
+// The address the in-process store binds: a numeric loopback endpoint binds exactly that
+// address (so agents on 127.0.0.2 and 127.0.0.3 are distinct), anything else every interface.
+std::string store_bind_address(const std::string& endpoint_host);
+
+}  // namespace ddprun::agent::rdzv

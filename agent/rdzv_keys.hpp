@@ -1,0 +1,64 @@
+#pragma once
+// Names of the rendezvous keys, in one place. Job-wide keys live under
+// ddprun/rdzv/<run_id>/, a round's under ddprun/rdzv/<run_id>/r<round>/: a new round never sees
+// an old round's keys, and an agent of an old round only ever touches old keys (fencing).
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ddprun::agent::rdzv {
+
+class RdzvKeys {
+ public:
+  explicit RdzvKeys(const std::string& run_id) : prefix_("ddprun/rdzv/" + run_id + "/") {}
+
+  // Job-wide.
+  std::string config() const { return prefix_ + "config"; }      // --nnodes of the first node
+  std::string round() const { return prefix_ + "round"; }        // the round now forming
+  std::string restarts() const { return prefix_ + "restarts"; }  // ADD counter
+  std::string failures() const { return prefix_ + "failures"; }  // APPENDed JSON lines
+  std::string job_closed() const { return prefix_ + "closed"; }  // set by shutdown(true)
+
+  // Per round.
+  std::string in_round(uint64_t round, const std::string& name) const {
+    return prefix_ + "r" + std::to_string(round) + "/" + name;
+  }
+  std::string joined(uint64_t r) const { return in_round(r, "joined"); }
+  std::string expected(uint64_t r) const { return in_round(r, "expected"); }
+  std::string close_claim(uint64_t r) const { return in_round(r, "close_claim"); }
+  std::string closed(uint64_t r) const { return in_round(r, "closed"); }
+  std::string master(uint64_t r) const { return in_round(r, "master"); }
+  std::string waiting(uint64_t r) const { return in_round(r, "waiting"); }
+  std::string lost(uint64_t r) const { return in_round(r, "lost"); }
+  std::string fail_claim(uint64_t r) const { return in_round(r, "fail_claim"); }
+  std::string failed(uint64_t r) const { return in_round(r, "failed"); }
+  std::string reform(uint64_t r) const { return in_round(r, "reform"); }
+  std::string exit_count(uint64_t r) const { return in_round(r, "exit"); }
+  std::string exit_done(uint64_t r) const { return in_round(r, "exit_done"); }
+  std::string left(uint64_t r) const { return in_round(r, "left"); }
+  std::string all_left(uint64_t r) const { return in_round(r, "all_left"); }
+  std::string node(uint64_t r, int slot) const { return slotted(r, "node", slot); }
+  std::string assignment(uint64_t r, int slot) const { return slotted(r, "assign", slot); }
+  std::string wake(uint64_t r, int slot) const { return slotted(r, "wake", slot); }
+  std::string heartbeat(uint64_t r, int slot) const { return slotted(r, "hb", slot); }
+
+  // Keys for slots 1..count.
+  template <typename KeyOf>
+  std::vector<std::string> for_slots(int count, KeyOf key_of) const {
+    std::vector<std::string> keys;
+    keys.reserve(static_cast<std::size_t>(count));
+    for (int slot = 1; slot <= count; ++slot) {
+      keys.push_back(key_of(slot));
+    }
+    return keys;
+  }
+
+ private:
+  std::string slotted(uint64_t r, const char* name, int slot) const {
+    return in_round(r, name) + "/" + std::to_string(slot);
+  }
+  std::string prefix_;
+};
+
+}  // namespace ddprun::agent::rdzv

@@ -1,0 +1,94 @@
+#include "agent/rdzv_round_watcher.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <optional>
+
+#include "agent/rdzv_state_machine.hpp"
+
+namespace ddprun::agent::rdzv {
+namespace {
+
+// Bounds every blocking wait so stop() never waits longer than this for the thread.
+constexpr double kMaxWaitS = 1.0;
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+std::chrono::milliseconds to_ms(double seconds) {
+  return std::chrono::milliseconds(std::max<int64_t>(1, static_cast<int64_t>(seconds * 1000)));
+}
+
+}  // namespace
+
+RoundWatcher::RoundWatcher(WatchPlan plan, const EventFd& wakeup)
+    : plan_(std::move(plan)), wakeup_(wakeup), thread_([this] { run(); }) {}
+
+RoundWatcher::~RoundWatcher() {
+  stop();
+}
+
+void RoundWatcher::stop() {
+  stopping_.store(true);
+  if (thread_.joinable()) {
+    thread_.join();
+  }
+}
+
+void RoundWatcher::run() {
+  std::unique_ptr<rendezvous::StoreClient> client;
+  try {
+    client = rendezvous::StoreClient::connect(plan_.store);
+    const double interval = plan_.keep_alive_interval_s;
+    std::optional<HeartbeatMonitor> monitor;
+    if (!plan_.neighbor_heartbeat_key.empty()) {
+      monitor.emplace(interval, plan_.keep_alive_max_attempt, now_s());
+    }
+    double next_beat = now_s();
+    double next_check = monitor ? now_s() + monitor->check_period_s() : 0;
+    bool declared_loss = false;
+    while (!stopping_.load()) {
+      double now = now_s();
+      if (!plan_.own_heartbeat_key.empty() && now >= next_beat) {
+        client->add(plan_.own_heartbeat_key, 1);
+        next_beat = now + interval;
+      }
+      if (monitor && !declared_loss && now >= next_check) {
+        const int64_t counter = client->add(plan_.neighbor_heartbeat_key, 0);
+        if (monitor->observe(counter, now_s())) {
+          // Count first, then wake: whoever wakes reads the counter.
+          declared_loss = true;
+          client->add(plan_.lost_counter_key, 1);
+          const std::vector<std::string> values(plan_.all_wake_keys.size(), "lost");
+          client->multi_set(plan_.all_wake_keys, values);
+        }
+        next_check = now_s() + monitor->check_period_s();
+      }
+      double until = now_s() + kMaxWaitS;
+      if (!plan_.own_heartbeat_key.empty()) {
+        until = std::min(until, next_beat);
+      }
+      if (monitor && !declared_loss) {
+        until = std::min(until, next_check);
+      }
+      if (client->wait({plan_.wake_key}, to_ms(until - now_s()))) {
+        if (!stopping_.load()) {
+          woken_.store(true);
+          wakeup_.signal();
+        }
+        return;
+      }
+    }
+  } catch (const rendezvous::StoreError& error) {
+    if (!stopping_.load()) {
+      std::fprintf(stderr, "ddprun: lost the rendezvous store: %s\n", error.what());
+      store_lost_.store(true);
+      woken_.store(true);
+      wakeup_.signal();
+    }
+  }
+}
+
+}  // namespace ddprun::agent::rdzv

@@ -1,0 +1,55 @@
+#pragma once
+// The background side of a running round: beats this node's heartbeat counter, watches the
+// next node's (a ring, so O(N) store traffic in total), declares it lost when it stops, and
+// blocks on this node's wake key so any other node can interrupt the round at once. Has its own
+// store connection (clients are not thread-safe).
+
+#include <atomic>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "agent/rdzv_event_fd.hpp"
+#include "rendezvous/store_client.hpp"
+
+namespace ddprun::agent::rdzv {
+
+struct WatchPlan {
+  rendezvous::StoreClientOptions store;
+  std::string wake_key;                    // ours: set by whoever interrupts the round
+  std::vector<std::string> all_wake_keys;  // every participant's, set when we declare a loss
+  std::string own_heartbeat_key;           // empty: no heartbeats (alone in the round)
+  std::string neighbor_heartbeat_key;      // empty: nobody to watch
+  std::string lost_counter_key;
+  double keep_alive_interval_s = 5;
+  int keep_alive_max_attempt = 3;
+};
+
+class RoundWatcher {
+ public:
+  RoundWatcher(WatchPlan plan, const EventFd& wakeup);
+  ~RoundWatcher();  // stops and joins
+  RoundWatcher(const RoundWatcher&) = delete;
+  RoundWatcher& operator=(const RoundWatcher&) = delete;
+
+  // The wake key was set (or the store was lost): the run loop should poll().
+  bool woken() const { return woken_.load(); }
+  bool store_lost() const { return store_lost_.load(); }
+
+  // Stops the thread. The caller sets our wake key first (with its own client) so the blocked
+  // WAIT returns at once; without that the thread still ends within one check period.
+  void stop();
+  const std::string& wake_key() const { return plan_.wake_key; }
+
+ private:
+  void run();
+
+  WatchPlan plan_;
+  const EventFd& wakeup_;
+  std::atomic<bool> stopping_{false};
+  std::atomic<bool> woken_{false};
+  std::atomic<bool> store_lost_{false};
+  std::thread thread_;
+};
+
+}  // namespace ddprun::agent::rdzv
