@@ -1,0 +1,144 @@
+// ddprun-store as a process: its address line, clean stops on SIGTERM/SIGINT, clear errors
+// for bad arguments, and 10,000 concurrent connections.
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <csignal>
+
+#include "child_process.hpp"
+#include "raw_connection.hpp"
+#include "rendezvous/store_client.hpp"
+
+using namespace ddprun::rendezvous;
+using ddprun::rendezvous::testing::ChildProcess;
+using ddprun::rendezvous::testing::hex;
+using ddprun::rendezvous::testing::StoreDaemon;
+using namespace std::chrono_literals;
+
+namespace {
+
+const std::string kStore = std::string(DDPRUN_BIN_DIR) + "/ddprun-store";
+
+bool send_all(int fd, const std::string& bytes) {
+  std::size_t sent = 0;
+  while (sent < bytes.size()) {
+    const ssize_t n = ::send(fd, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
+    if (n <= 0) {
+      return false;
+    }
+    sent += static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
+// Reads exactly n bytes; the socket has SO_RCVTIMEO set, so this cannot hang.
+std::string receive(int fd, std::size_t n) {
+  std::string bytes(n, '\0');
+  std::size_t got = 0;
+  while (got < n) {
+    const ssize_t r = ::recv(fd, bytes.data() + got, n - got, 0);
+    if (r <= 0) {
+      return {};
+    }
+    got += static_cast<std::size_t>(r);
+  }
+  return bytes;
+}
+
+}  // namespace
+
+TEST_CASE("ddprun-store prints its address, serves, and stops on SIGTERM and SIGINT",
+          "[integration]") {
+  const int stop_signal = GENERATE(SIGTERM, SIGINT);
+  StoreDaemon daemon;
+  StoreClientOptions options;
+  options.port = daemon.port;
+  options.connect_timeout = 5s;
+  const auto client = StoreClient::connect(options);
+  client->set("k", "v");
+  CHECK(client->get("k") == "v");
+  daemon.process.signal(stop_signal);
+  CHECK(daemon.process.exit_code(10s) == 0);
+}
+
+TEST_CASE("ddprun-store rejects bad arguments with a message and exit code 2", "[integration]") {
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"--port", "70000"}, {"--bogus"}, {"--log-level", "loud"}, {"--max-connections"}}) {
+    std::vector<std::string> argv{kStore};
+    argv.insert(argv.end(), args.begin(), args.end());
+    ChildProcess process(argv);
+    CHECK(process.exit_code(10s) == 2);
+  }
+  ChildProcess help({kStore, "--help"});
+  CHECK(help.read_line(10s).value_or("").rfind("ddprun-store:", 0) == 0);
+  CHECK(help.exit_code(10s) == 0);
+  ChildProcess busy({kStore, "--host", "203.0.113.1", "--port", "1"});  // not our address
+  CHECK(busy.exit_code(10s) == 1);
+}
+
+TEST_CASE("ddprun-store holds 10,000 concurrent connections", "[integration]") {
+  constexpr int kClients = 10000;
+  rlimit limit{};
+  getrlimit(RLIMIT_NOFILE, &limit);
+  limit.rlim_cur = limit.rlim_max;
+  setrlimit(RLIMIT_NOFILE, &limit);
+  REQUIRE(limit.rlim_cur >= kClients + 100);
+
+  StoreDaemon daemon;
+  sockaddr_in server{};
+  server.sin_family = AF_INET;
+  server.sin_port = htons(daemon.port);
+  server.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::vector<int> fds;
+  fds.reserve(kClients);
+  const timeval receive_timeout{10, 0};
+  for (int i = 0; i < kClients; ++i) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    REQUIRE(fd >= 0);
+    fds.push_back(fd);
+    // Spread source addresses over 127.0.0.2-127.0.0.41 so ephemeral ports never run short.
+    sockaddr_in source{};
+    source.sin_family = AF_INET;
+    source.sin_addr.s_addr = htonl(INADDR_LOOPBACK + 1 + static_cast<uint32_t>(i % 40));
+    REQUIRE(::bind(fd, reinterpret_cast<const sockaddr*>(&source), sizeof(source)) == 0);
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &receive_timeout, sizeof(receive_timeout));
+    REQUIRE(::connect(fd, reinterpret_cast<const sockaddr*>(&server), sizeof(server)) == 0);
+  }
+  // Every connection ADDs to one counter (G0) and gets its own distinct answer.
+  const std::string add = hex("03 02 00 00 00 00 00 00 00 2f 6e 01 00 00 00 00 00 00 00");
+  int answered = 0;
+  for (const int fd : fds) {
+    REQUIRE(send_all(fd, add));
+  }
+  for (const int fd : fds) {
+    answered += receive(fd, 8).size() == 8 ? 1 : 0;
+  }
+  CHECK(answered == kClients);
+  // All of them WAIT on one key; one more client sets it; every waiter is woken.
+  const std::string wait = hex("05 01 00 00 00 00 00 00 00 03 00 00 00 00 00 00 00 2f 67 6f");
+  for (const int fd : fds) {
+    REQUIRE(send_all(fd, wait));
+  }
+  {
+    StoreClientOptions options;
+    options.port = daemon.port;
+    options.wire = WireGeneration::g0;
+    const auto setter = StoreClient::connect(options);
+    CHECK(setter->get("/n") == std::to_string(kClients));
+    setter->set("/go", "1");
+  }
+  int woken = 0;
+  for (const int fd : fds) {
+    woken += receive(fd, 1) == hex("00") ? 1 : 0;
+  }
+  CHECK(woken == kClients);
+  for (const int fd : fds) {
+    ::close(fd);
+  }
+}
