@@ -1,0 +1,56 @@
+// libFuzzer target: arbitrary bytes through generation detection, the request decoder and
+// the store state, as a connection of the server would feed them. Any crash, sanitizer
+// report, or a decoder that consumes nothing or more than it was given, is a finding.
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <span>
+
+#include "rendezvous/memory_budget.hpp"
+#include "rendezvous/request_decoder.hpp"
+#include "rendezvous/store_state.hpp"
+
+using namespace ddprun::rendezvous;
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  StoreLimits limits;
+  limits.max_value_bytes = 1 << 16;  // keep the fuzzer's memory small; logic is the same
+  limits.max_keys_per_request = 1024;
+  MemoryBudget budget(1 << 22);
+  std::vector<OutgoingMessage> out;
+  {
+    StoreState state(budget);
+    std::span<const std::uint8_t> input(data, size);
+    const auto generation = detect_generation(input, WireGeneration::g0);
+    if (!generation) {
+      return 0;
+    }
+    // Two connections share the state, so wake-ups cross between them.
+    ConnectionId connection = 1;
+    while (!input.empty()) {
+      auto result = decode_request(input, *generation, limits);
+      if (result.status != DecodeStatus::complete) {
+        if (result.status == DecodeStatus::need_more && result.min_bytes <= input.size()) {
+          std::abort();  // need_more must ask for bytes we do not have
+        }
+        break;
+      }
+      if (result.consumed == 0 || result.consumed > input.size()) {
+        std::abort();
+      }
+      input = input.subspan(result.consumed);
+      out.clear();
+      if (state.handle(connection, result.request, out)) {
+        state.disconnect(connection);
+      }
+      connection = connection == 1 ? 2 : 1;
+    }
+    state.disconnect(1);
+    state.disconnect(2);
+  }
+  if (budget.used() != 0) {
+    std::abort();  // the state gave back everything it charged
+  }
+  return 0;
+}
