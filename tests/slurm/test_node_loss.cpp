@@ -1,0 +1,71 @@
+// In a `--nnodes 1:2` job, killing every process of one node mid-run leaves the other node
+// training on, as a world of one, from the last snapshot to the last epoch.
+
+#include <signal.h>
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+
+#include "slurm_cluster.hpp"
+#include "training_job.hpp"
+#include "wait_for_path.hpp"
+
+using namespace std::chrono_literals;
+using namespace ddprun::slurm_test;
+
+namespace {
+
+constexpr int kEpochs = 4;
+
+std::filesystem::path exe_of(int pid) {
+  std::error_code ignored;
+  return std::filesystem::read_symlink("/proc/" + std::to_string(pid) + "/exe", ignored);
+}
+
+}  // namespace
+
+TEST_CASE("losing a node of a --nnodes 1:2 job: the other trains on from the last snapshot") {
+  SlurmCluster cluster;
+  const auto dir = cluster.job_dir();
+  std::vector<std::string> command = {
+      ddprun_binary().string(),
+      "--nnodes",
+      "1:2",
+      "--max_restarts",
+      "3",
+      "--rdzv_conf",
+      "last_call_timeout=1,keep_alive_interval=1,keep_alive_max_attempt=2",
+      "train"};
+  for (auto& override_arg : tiny_training(dir, kEpochs, 30)) {
+    command.push_back(override_arg);
+  }
+  const auto job =
+      cluster.submit({"-N2", "--ntasks-per-node=1", "--chdir", dir.string(), "-o",
+                      (dir / "job.out").string(), write_batch_script(dir, command).string()});
+  const auto snapshot = dir / "snapshot.pt";
+  const bool first_snapshot = wait_for_path(snapshot, 120s);
+  INFO(read_file(dir / "task-0.out") << read_file(dir / "task-1.out") << cluster.log_tail());
+  REQUIRE(first_snapshot);
+
+  // Lose node2: SIGKILL to everything of the job there except Slurm's own slurmstepd.
+  const auto stepd = std::filesystem::canonical("/usr/sbin/slurmstepd");
+  int killed = 0;
+  for (const int pid : cluster.node_pids("node2")) {
+    if (exe_of(pid) != stepd && ::kill(pid, SIGKILL) == 0) {
+      ++killed;
+    }
+  }
+  REQUIRE(killed >= 2);  // at least the wrapper shell and ddprun
+
+  const auto outcome = cluster.wait_for_job_end(job, 150s);
+  const auto survivor = read_file(dir / "task-0.out");
+  const auto metrics = read_file(dir / "metrics.jsonl");
+  INFO(survivor << "\n" << metrics << (outcome ? outcome->raw : "(job still running)"));
+  REQUIRE(outcome);
+  CHECK_THAT(survivor, Catch::Contains("ddprun on node1 exited 0"));
+  // The survivor re-formed a world of one and finished the last epoch.
+  CHECK_THAT(metrics, Catch::Contains("\"world_size\":1"));
+  CHECK_THAT(metrics, Catch::Contains("\"epoch\":" + std::to_string(kEpochs)));
+  // It resumed from the snapshot instead of starting over.
+  CHECK_THAT(survivor, Catch::Contains("resum"));
+}

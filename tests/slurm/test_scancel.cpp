@@ -1,0 +1,55 @@
+// scancel of a running 2-node training job: SIGTERM reaches the trainers, which write a
+// snapshot and exit; ddprun reports 143 (128+SIGTERM) and nothing is left running.
+
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+
+#include "slurm_cluster.hpp"
+#include "training_job.hpp"
+#include "wait_for_path.hpp"
+
+using namespace std::chrono_literals;
+using namespace ddprun::slurm_test;
+
+TEST_CASE("scancel: the workers get SIGTERM, snapshot, and nothing is left running") {
+  SlurmCluster cluster;
+  const auto dir = cluster.job_dir();
+  std::vector<std::string> command = {ddprun_binary().string(), "train"};
+  for (auto& override_arg : tiny_training(dir, 1000, 30)) {
+    command.push_back(override_arg);
+  }
+  const auto job =
+      cluster.submit({"-N2", "--ntasks-per-node=1", "--chdir", dir.string(), "-o",
+                      (dir / "job.out").string(), write_batch_script(dir, command).string()});
+  const auto snapshot = dir / "snapshot.pt";
+  const bool first_snapshot = wait_for_path(snapshot, 120s);
+  INFO(read_file(dir / "task-0.out") << read_file(dir / "task-1.out") << cluster.log_tail());
+  REQUIRE(first_snapshot);
+
+  const auto before_cancel = std::filesystem::file_time_type::clock::now();
+  const auto cancelled = cluster.client({"scancel", job}, 30s);
+  REQUIRE(cancelled.exit_status == 0);
+  const auto outcome = cluster.wait_for_job_end(job, 60s);
+  const auto tasks = read_file(dir / "task-0.out") + read_file(dir / "task-1.out");
+  INFO(tasks << (outcome ? outcome->raw : "(job still running)"));
+  REQUIRE(outcome);
+  CHECK(outcome->state == "CANCELLED");
+  CHECK_THAT(tasks, Catch::Contains("ddprun on node1 exited 143"));
+  CHECK_THAT(tasks, Catch::Contains("ddprun on node2 exited 143"));
+  // The snapshot was rewritten after the SIGTERM, not only left from the last epoch.
+  CHECK(std::filesystem::last_write_time(snapshot) > before_cancel);
+
+  // The job is over: within a few seconds only slurmd remains on each node.
+  for (const char* node : {"node1", "node2"}) {
+    auto left = cluster.node_pids(node);
+    for (int i = 0; i < 50 && !left.empty(); ++i) {
+      // slurmstepd ends shortly after its tasks; nothing to wait on from outside the node.
+      ::usleep(100'000);
+      left = cluster.node_pids(node);
+    }
+    INFO(node);
+    CHECK(left.empty());
+  }
+}
