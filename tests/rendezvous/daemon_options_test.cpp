@@ -1,0 +1,34 @@
+// The ddprun-store command line.
+
+#include "rendezvous/daemon_options.hpp"
+
+#include <catch2/catch.hpp>
+
+using namespace ddprun::rendezvous;
+
+TEST_CASE("daemon options: defaults, both spellings, and errors naming the argument", "[unit]") {
+  const auto defaults = std::get<DaemonOptions>(parse_daemon_options({}));
+  CHECK(defaults.server.host == "0.0.0.0");
+  CHECK(defaults.server.port == 0);
+  CHECK(defaults.server.limits.max_value_bytes == 8 * 1024 * 1024);
+
+  const auto parsed = std::get<DaemonOptions>(parse_daemon_options(
+      {"--host", "127.0.0.1", "--port=29500", "--max-connections", "10",
+       "--max-memory-bytes=1048576", "--log-level", "debug", "--legacy-generation=g1"}));
+  CHECK(parsed.server.host == "127.0.0.1");
+  CHECK(parsed.server.port == 29500);
+  CHECK(parsed.server.limits.max_connections == 10);
+  CHECK(parsed.server.limits.max_total_bytes == 1048576);
+  CHECK(parsed.server.log_level == StoreLogLevel::debug);
+  CHECK(parsed.server.legacy_generation == WireGeneration::g1);
+
+  CHECK(std::get<std::string>(parse_daemon_options({"--port", "65536"})) ==
+        "invalid value '65536' for --port");
+  CHECK(std::get<std::string>(parse_daemon_options({"--nope"})) == "unknown option '--nope'");
+  CHECK(std::get<std::string>(parse_daemon_options({"--port"})) == "option '--port' needs a value");
+  CHECK(std::get<std::string>(parse_daemon_options({"--max-key-bytes", "-1"})) ==
+        "invalid value '-1' for --max-key-bytes");
+  CHECK(std::get<std::string>(parse_daemon_options({"--max-connections=0"})).find("positive") !=
+        std::string::npos);
+  CHECK(std::get<DaemonOptions>(parse_daemon_options({"-h"})).show_help);
+}
