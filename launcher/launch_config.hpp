@@ -45,7 +45,8 @@ struct LaunchConfig {
   std::map<std::string, std::string> rdzv_conf;  // every k=v of --rdzv_conf, validated
   bool standalone = false;
   int node_rank = 0;
-  std::optional<int> node_rank_hint;  // set when a rank hint exists (--node_rank given, SLURM_NODEID)
+  std::optional<int>
+      node_rank_hint;  // set when a rank hint exists (--node_rank given, SLURM_NODEID)
   std::string master_addr = "127.0.0.1";
   uint16_t master_port = 29500;
   std::optional<std::string> local_addr;

@@ -1,9 +1,68 @@
+// ddprun: parse and check the command line, then hand the configuration to the agent.
+// The decisions live in the ddprun_launcher library; this file only does the I/O.
+
+#include <unistd.h>
+
 #include <cstdio>
+#include <exception>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
 
 #include "agent/agent.hpp"
+#include "launcher/command_line.hpp"
+#include "launcher/config_json.hpp"
+#include "launcher/environment.hpp"
+#include "launcher/help_text.hpp"
+#include "launcher/host_facts.hpp"
 #include "launcher/launch_config.hpp"
+#include "launcher/resolve_config.hpp"
+#include "launcher/usage_error.hpp"
 
-int main() {
-  std::fprintf(stderr, "ddprun: the command line is not implemented yet\n");
-  return 2;
+namespace {
+
+constexpr int kExitBadCommandLine = 2;
+
+void print_warning(const std::string& warning) {
+  // torchrun's OMP_NUM_THREADS banner starts with a newline; keep its shape.
+  std::cerr << "ddprun: warning:" << (warning.starts_with('\n') ? "" : " ") << warning << '\n';
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  namespace launcher = ddprun::launcher;
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  const launcher::Environment env = launcher::environment_from(environ);
+
+  launcher::ResolvedLaunch resolved;
+  try {
+    const launcher::ParsedCommandLine parsed = launcher::parse_command_line(args, env);
+    if (parsed.has("help")) {
+      std::cout << launcher::help_text();
+      return 0;
+    }
+    if (parsed.has("version")) {
+      std::cout << "ddprun " << DDPRUN_VERSION << '\n';
+      return 0;
+    }
+    resolved = launcher::resolve_launch(parsed, env, launcher::probe_host(env));
+    for (const auto& warning : resolved.warnings)
+      print_warning(warning);
+    if (parsed.has("print_config")) {
+      std::cout << launcher::launch_config_to_json(resolved.config).dump(2) << '\n';
+      return 0;
+    }
+  } catch (const launcher::UsageError& error) {
+    std::cerr << "ddprun: error: " << error.what() << '\n';
+    return kExitBadCommandLine;
+  } catch (const std::exception& error) {
+    // Anything else while reading the command line is still a command-line problem.
+    std::cerr << "ddprun: error: command line: " << error.what()
+              << "; expected the forms listed by ddprun --help\n";
+    return kExitBadCommandLine;
+  }
+  std::cout.flush();
+  return ddprun::agent::run_agent(resolved.config);
 }

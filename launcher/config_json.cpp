@@ -1,0 +1,82 @@
+#include "launcher/config_json.hpp"
+
+#include <nlohmann/json.hpp>
+
+namespace ddprun::launcher {
+namespace {
+
+template <typename T>
+nlohmann::json optional_json(const std::optional<T>& value) {
+  return value ? nlohmann::json(*value) : nlohmann::json(nullptr);
+}
+
+nlohmann::json streams_json(const StdStreams& streams) {
+  nlohmann::json per_rank = nlohmann::json::object();
+  for (const auto& [rank, bits] : streams.per_local_rank)
+    per_rank[std::to_string(rank)] = bits;
+  return {{"all", streams.all}, {"per_local_rank", per_rank}};
+}
+
+}  // namespace
+
+std::string entry_kind_name(EntryKind kind) {
+  switch (kind) {
+    case EntryKind::kPythonScript:
+      return "python_script";
+    case EntryKind::kPythonModule:
+      return "python_module";
+    case EntryKind::kBinary:
+      return "binary";
+    case EntryKind::kBundledTrainer:
+      return "bundled_trainer";
+  }
+  return "unknown";
+}
+
+nlohmann::json launch_config_to_json(const LaunchConfig& config) {
+  nlohmann::json json;
+  json["min_nodes"] = config.min_nodes;
+  json["max_nodes"] = config.max_nodes;
+  json["nproc_per_node"] = config.nproc_per_node;
+  json["rdzv_backend"] = config.rdzv_backend;
+  json["rdzv_endpoint"] = config.rdzv_endpoint;
+  json["rdzv_host"] = config.rdzv_host;
+  json["rdzv_port"] = optional_json(config.rdzv_port);
+  json["rdzv_id"] = config.rdzv_id;
+  json["rdzv_conf"] = config.rdzv_conf;
+  json["standalone"] = config.standalone;
+  json["node_rank"] = config.node_rank;
+  json["node_rank_hint"] = optional_json(config.node_rank_hint);
+  json["master_addr"] = config.master_addr;
+  json["master_port"] = config.master_port;
+  json["local_addr"] = optional_json(config.local_addr);
+  json["max_restarts"] = config.max_restarts;
+  json["monitor_interval"] = config.monitor_interval_s;
+  json["start_method"] = config.start_method;
+  json["role"] = config.role;
+  json["shutdown_timeout"] = config.shutdown_timeout_s;
+  json["exit_barrier_timeout"] = config.exit_barrier_timeout_s;
+  json["signals_to_handle"] = config.signals_to_handle;
+  json["signals_to_handle_text"] = config.signals_to_handle_text;
+  json["virtual_local_rank"] = config.virtual_local_rank;
+  json["log_dir"] = optional_json(config.log_dir);
+  json["redirects"] = streams_json(config.redirects);
+  json["tee"] = streams_json(config.tee);
+  json["local_ranks_filter"] = config.local_ranks_filter;
+  json["duplicate_stdout_filters"] = config.duplicate_stdout_filters;
+  json["duplicate_stderr_filters"] = config.duplicate_stderr_filters;
+  json["event_log_handler"] = config.event_log_handler;
+  json["logs_specs"] = optional_json(config.logs_specs);
+  json["numa_binding"] = optional_json(config.numa_binding);
+  json["events_file"] = optional_json(config.events_file);
+  json["entry_kind"] = entry_kind_name(config.entry_kind);
+  json["run_path"] = config.run_path;
+  json["entry_point"] = config.entry_point;
+  json["entry_args"] = config.entry_args;
+  json["worker_argv"] = config.worker_argv;
+  json["worker_env_overrides"] = config.worker_env_overrides;
+  json["value_sources"] = config.value_sources;
+  return json;
+}
+
+}  // namespace ddprun::launcher

@@ -1,0 +1,107 @@
+#include "launcher/help_text.hpp"
+
+#include <string_view>
+
+#include "launcher/option_table.hpp"
+
+namespace ddprun::launcher {
+namespace {
+
+constexpr std::size_t kWidth = 100;
+constexpr std::string_view kIndent = "      ";
+
+constexpr std::string_view kIntroduction =
+    "usage: ddprun [OPTIONS] ENTRY_POINT [ARGS...]\n"
+    "\n"
+    "Starts the workers of a distributed PyTorch job on this node and keeps them running:\n"
+    "a drop-in replacement for torchrun with the same options, defaults, worker environment\n"
+    "and exit codes. Run one ddprun per node; under Slurm, `srun ddprun train` needs no flags.\n"
+    "\n"
+    "Entry point: the first word that is not an option. It and everything after it belong to\n"
+    "the workers; options after it are passed to them untouched.\n"
+    "  script.py ARGS          python -u script.py ARGS ($PYTHON_EXEC, else python3 on PATH)\n"
+    "  -m MODULE ARGS          python -u -m MODULE ARGS\n"
+    "  --no-python PROG ARGS   PROG ARGS, run directly\n"
+    "  train ARGS              the bundled LibTorch minGPT trainer (ddprun-train, installed\n"
+    "                          next to ddprun); `ddprun-train --help` lists its ARGS\n"
+    "\n"
+    "Options may be written --a-b or --a_b, --opt VALUE or --opt=VALUE, and may be\n"
+    "abbreviated when unambiguous. Each option's default can be set with PET_<NAME>, the\n"
+    "underscore name in capitals (PET_NPROC_PER_NODE=4); flags read PET_<NAME>=0 or 1.\n"
+    "The command line wins over PET_*, which wins over Slurm's environment.\n";
+
+constexpr std::string_view kClosing =
+    "\n"
+    "Exit status:\n"
+    "  0   every worker finished successfully\n"
+    "  1   a worker failed (after --max-restarts restarts), ddprun was stopped by a signal, or\n"
+    "      the rendezvous failed (timeout, closed, store unreachable)\n"
+    "  2   the command line was wrong; nothing was started\n"
+    "\n"
+    "Examples:\n"
+    "  ddprun --standalone --nproc-per-node 2 train\n"
+    "  ddprun --nnodes 2 --nproc-per-node gpu --rdzv-backend c10d --rdzv-endpoint node1:29400 \\\n"
+    "         --rdzv-id job42 train.py --epochs 3\n"
+    "  srun --nodes 2 --ntasks-per-node 1 ddprun train\n"
+    "  ddprun --print-config --nnodes 1:4 -m mypkg.train\n";
+
+void append_wrapped(std::string& out, std::string_view text) {
+  std::size_t column = 0;
+  while (!text.empty()) {
+    const auto space = text.find(' ');
+    const std::string_view word = text.substr(0, space);
+    if (column == 0) {
+      out += kIndent;
+      column = kIndent.size();
+    } else if (column + 1 + word.size() > kWidth) {
+      out += '\n';
+      out += kIndent;
+      column = kIndent.size();
+    } else {
+      out += ' ';
+      ++column;
+    }
+    out += word;
+    column += word.size();
+    if (space == std::string_view::npos)
+      break;
+    text.remove_prefix(space + 1);
+  }
+  out += '\n';
+}
+
+std::string option_heading(const OptionSpec& spec) {
+  std::string heading = "  ";
+  if (spec.short_name != '\0')
+    heading.append(1, '-').append(1, spec.short_name).append(", ");
+  if (!spec.dashed.empty())
+    heading.append("--").append(spec.dashed).append(", ");
+  heading.append("--").append(spec.dest);
+  if (!spec.value_name.empty())
+    heading.append(1, ' ').append(spec.value_name);
+  return heading;
+}
+
+}  // namespace
+
+std::string help_text() {
+  std::string out(kIntroduction);
+  for (const OptionGroup group :
+       {OptionGroup::kNodes, OptionGroup::kWorkers, OptionGroup::kRestarts, OptionGroup::kLogs,
+        OptionGroup::kEntry, OptionGroup::kExtras}) {
+    out += "\n";
+    out += group_title(group);
+    out += ":\n";
+    for (const auto& spec : option_table()) {
+      if (spec.group != group)
+        continue;
+      out += option_heading(spec);
+      out += '\n';
+      append_wrapped(out, spec.help);
+    }
+  }
+  out += kClosing;
+  return out;
+}
+
+}  // namespace ddprun::launcher

@@ -1,0 +1,164 @@
+#include "launcher/option_table.hpp"
+
+#include <array>
+#include <cctype>
+
+namespace ddprun::launcher {
+namespace {
+
+using enum OptionKind;
+using enum OptionGroup;
+
+// constexpr, so the table costs nothing at start-up (no static constructors).
+constexpr std::array kOptions{
+    // Nodes and rendezvous.
+    OptionSpec{"nnodes", "", '\0', kValue, kNodes, true, "N|MIN:MAX",
+               "Number of nodes, or the range an elastic job may run on. Default 1:1."},
+    OptionSpec{"rdzv_backend", "rdzv-backend", '\0', kValue, kNodes, true, "static|c10d",
+               "How nodes find each other: static (fixed --node-rank, store at "
+               "--master-addr:--master-port) or c10d (elastic, store at --rdzv-endpoint). "
+               "Default static; c10d under Slurm."},
+    OptionSpec{"rdzv_endpoint", "rdzv-endpoint", '\0', kValue, kNodes, true, "HOST[:PORT]",
+               "Rendezvous store address; IPv6 in brackets ([::1]:29400). c10d's default port "
+               "is 29400. Under Slurm: the first node of the step."},
+    OptionSpec{"rdzv_id", "rdzv-id", '\0', kValue, kNodes, true, "ID",
+               "Job id, the same on every node. Default none; JOB.STEP under Slurm."},
+    OptionSpec{"rdzv_conf", "rdzv-conf", '\0', kValue, kNodes, true, "K=V[,K=V...]",
+               "Rendezvous settings, e.g. join_timeout=600,last_call_timeout=30,"
+               "close_timeout=30,heartbeat_timeout=5,keep_alive_interval=5,"
+               "keep_alive_max_attempt=3,read_timeout=60,is_host=1,store_type=tcp."},
+    OptionSpec{"standalone", "", '\0', kFlag, kNodes, true, "",
+               "Single-node job: c10d rendezvous on localhost at a free port with a fresh "
+               "random id; overrides the other rendezvous options."},
+    OptionSpec{"node_rank", "node-rank", '\0', kValue, kNodes, true, "RANK",
+               "This node's rank for static rendezvous (0..nnodes-1). Default 0; "
+               "SLURM_NODEID under Slurm."},
+    OptionSpec{"master_addr", "master-addr", '\0', kValue, kNodes, true, "HOST",
+               "Address of node 0 for static rendezvous without --rdzv-endpoint. "
+               "Default 127.0.0.1."},
+    OptionSpec{"master_port", "master-port", '\0', kValue, kNodes, true, "PORT",
+               "Port of node 0 for static rendezvous without --rdzv-endpoint. Default 29500."},
+    OptionSpec{"local_addr", "local-addr", '\0', kValue, kNodes, true, "HOST",
+               "This node's address as the other nodes reach it. Default: the FQDN; "
+               "SLURMD_NODENAME under Slurm."},
+
+    // Workers.
+    OptionSpec{"nproc_per_node", "nproc-per-node", '\0', kValue, kWorkers, true, "N|cpu|gpu|auto",
+               "Workers on this node: a number, cpu (one per CPU), gpu (one per visible NVIDIA "
+               "GPU, honouring CUDA_VISIBLE_DEVICES) or auto (gpu if there are GPUs, else cpu). "
+               "Default 1; SLURM_GPUS_ON_NODE under Slurm."},
+    OptionSpec{"role", "", '\0', kValue, kWorkers, true, "NAME",
+               "Worker role name (ROLE_NAME, and the [role0]: log prefix). Default default."},
+    OptionSpec{"start_method", "start-method", '\0', kValue, kWorkers, true,
+               "spawn|fork|forkserver",
+               "Accepted for compatibility; workers are always separate processes. "
+               "Default spawn."},
+    OptionSpec{"numa_binding", "numa-binding", '\0', kValue, kWorkers, false,
+               "node|socket|exclusive|core-complex",
+               "Bind each worker's CPUs and memory near its GPU. Default off."},
+    OptionSpec{"virtual_local_rank", "virtual-local-rank", '\0', kFlag, kWorkers, true, "",
+               "Give every worker LOCAL_RANK=0 and only its own GPU in CUDA_VISIBLE_DEVICES."},
+
+    // Restarts and signals.
+    OptionSpec{"max_restarts", "max-restarts", '\0', kValue, kRestarts, true, "N",
+               "How often this node restarts the worker group after a failure. Default 0."},
+    OptionSpec{"monitor_interval", "monitor-interval", '\0', kValue, kRestarts, true, "SECONDS",
+               "How often worker state is checked. Default 0.1."},
+    OptionSpec{"signals_to_handle", "signals-to-handle", '\0', kValue, kRestarts, true,
+               "SIG[,SIG...]",
+               "Signals forwarded to the workers before ddprun stops them. Default "
+               "SIGTERM,SIGINT,SIGHUP,SIGQUIT; add SIGUSR1 for Slurm's --signal."},
+    OptionSpec{"shutdown_timeout", "shutdown-timeout", '\0', kValue, kRestarts, true, "SECONDS",
+               "Grace period between the stop signal and SIGKILL. Default "
+               "$TORCH_ELASTIC_SHUTDOWN_TIMEOUT, else 30."},
+
+    // Logs.
+    OptionSpec{"log_dir", "log-dir", '\0', kValue, kLogs, true, "DIR",
+               "Base directory for worker log files (a fresh temporary directory by default; "
+               "/dev/null turns files off)."},
+    OptionSpec{"redirects", "", 'r', kValue, kLogs, true, "0-3|RANK:0-3,...",
+               "Send worker output to files instead of the console: 0 none, 1 stdout, "
+               "2 stderr, 3 both; or per local rank, e.g. 0:1,1:2. Default 0."},
+    OptionSpec{"tee", "", 't', kValue, kLogs, true, "0-3|RANK:0-3,...",
+               "Like --redirects, but also print each line to the console with a "
+               "[role0]: prefix. Default 0."},
+    OptionSpec{"local_ranks_filter", "local-ranks-filter", '\0', kValue, kLogs, true,
+               "RANK[,RANK...]", "Show only these local ranks on the console. Default: all."},
+    OptionSpec{"duplicate_stdout_filters", "duplicate-stdout-filters", '\0', kValue, kLogs, true,
+               "TEXT[,TEXT...]",
+               "Also copy stdout lines containing any of these strings to a separate file "
+               "(,, is a literal comma)."},
+    OptionSpec{"duplicate_stderr_filters", "duplicate-stderr-filters", '\0', kValue, kLogs, true,
+               "TEXT[,TEXT...]", "The same for stderr."},
+    OptionSpec{"event_log_handler", "event-log-handler", '\0', kValue, kLogs, true, "NAME",
+               "Where agent and rendezvous events go. Default null."},
+    OptionSpec{"logs_specs", "logs-specs", '\0', kValue, kLogs, false, "NAME",
+               "Accepted for compatibility (a torchrun log-layout plugin name)."},
+
+    // Entry point.
+    OptionSpec{"module", "", 'm', kFlag, kEntry, true, "",
+               "Run the entry point as a Python module: python -u -m MODULE ARGS."},
+    OptionSpec{"no_python", "no-python", '\0', kFlag, kEntry, true, "",
+               "Run the entry point as a program, without python -u in front."},
+    OptionSpec{"run_path", "run-path", '\0', kFlag, kEntry, true, "",
+               "Run the entry point as a Python script path (ignores -m and --no-python)."},
+
+    // ddprun extras.
+    OptionSpec{"print_config", "print-config", '\0', kFlag, kExtras, false, "",
+               "Print the resolved launch configuration as JSON (with where each value came "
+               "from) and exit without starting anything."},
+    OptionSpec{"events_file", "events-file", '\0', kValue, kExtras, true, "PATH",
+               "Append one JSON line per agent event (rendezvous, start, failure, restart) "
+               "to PATH."},
+    OptionSpec{"exit_barrier_timeout", "exit-barrier-timeout", '\0', kValue, kExtras, true,
+               "SECONDS",
+               "How long a node whose workers finished waits for the other nodes. "
+               "Default 300."},
+    OptionSpec{"version", "", '\0', kFlag, kExtras, false, "", "Print the version and exit."},
+    OptionSpec{"help", "", 'h', kFlag, kExtras, false, "", "Print this help and exit."},
+};
+
+}  // namespace
+
+std::span<const OptionSpec> option_table() {
+  return kOptions;
+}
+
+const OptionSpec* find_option(std::string_view dest) {
+  for (const auto& spec : kOptions) {
+    if (spec.dest == dest)
+      return &spec;
+  }
+  return nullptr;
+}
+
+std::string pet_variable(std::string_view dest) {
+  std::string name = "PET_";
+  for (char c : dest)
+    name += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return name;
+}
+
+std::string display_name(const OptionSpec& spec) {
+  return std::string("--").append(spec.dashed.empty() ? spec.dest : spec.dashed);
+}
+
+std::string_view group_title(OptionGroup group) {
+  switch (group) {
+    case kNodes:
+      return "Nodes and rendezvous";
+    case kWorkers:
+      return "Workers";
+    case kRestarts:
+      return "Restarts and signals";
+    case kLogs:
+      return "Logs";
+    case kEntry:
+      return "Entry point";
+    case kExtras:
+      return "ddprun extras";
+  }
+  return "";
+}
+
+}  // namespace ddprun::launcher

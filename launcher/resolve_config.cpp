@@ -1,0 +1,327 @@
+#include "launcher/resolve_config.hpp"
+
+#include <algorithm>
+#include <csignal>
+#include <cstring>
+#include <initializer_list>
+#include <limits>
+#include <optional>
+
+#include "launcher/entry_point.hpp"
+#include "launcher/gpu_visibility.hpp"
+#include "launcher/option_table.hpp"
+#include "launcher/slurm_environment.hpp"
+#include "launcher/text.hpp"
+#include "launcher/usage_error.hpp"
+#include "launcher/value_parsers.hpp"
+
+namespace ddprun::launcher {
+namespace {
+
+constexpr int kMaxWorkersPerNode = 4096;  // far above any real node; stops fork bombs by typo
+constexpr uint16_t kC10dDefaultPort = 29400;
+
+// Looks up each option through the layers and records where its value came from.
+class OptionValues {
+ public:
+  OptionValues(const ParsedCommandLine& parsed, const SlurmStep* slurm, LaunchConfig& config)
+      : parsed_(parsed), slurm_(slurm), config_(config) {}
+
+  // The raw value of `dest`, or nothing (torchrun's default applies; recorded as "default").
+  std::optional<RawValue> get(const std::string& dest) {
+    std::optional<RawValue> value;
+    if (auto it = parsed_.values.find(dest); it != parsed_.values.end()) {
+      value = it->second;
+    } else if (slurm_ != nullptr && use_slurm_) {
+      if (auto found = slurm_->defaults.find(dest); found != slurm_->defaults.end()) {
+        value = found->second;
+      }
+    }
+    config_.value_sources[dest] = value ? value->source : "default";
+    return value;
+  }
+
+  bool flag(const std::string& dest) {
+    const auto value = get(dest);
+    if (!value)
+      return false;
+    return value->source == "cli" || parse_env_flag(value->text, label(dest, *value));
+  }
+
+  void override_source(const std::string& dest, const std::string& source) {
+    config_.value_sources[dest] = source;
+  }
+
+  // Slurm's endpoint and master address only make sense for the backend they were made for.
+  void ignore_slurm(bool ignore) { use_slurm_ = !ignore; }
+
+  // How messages name the option: the spelling typed, or the option and its variable.
+  static std::string label(const std::string& dest, const RawValue& value) {
+    if (value.source == "cli")
+      return value.shown_as;
+    const OptionSpec* spec = find_option(dest);
+    return (spec ? display_name(*spec) : dest) + " (from " + value.shown_as + ")";
+  }
+
+ private:
+  const ParsedCommandLine& parsed_;
+  const SlurmStep* slurm_;
+  LaunchConfig& config_;
+  bool use_slurm_ = true;
+};
+
+int resolve_nproc(const RawValue& value, const std::string& option, const Environment& env,
+                  const HostFacts& facts) {
+  const std::string expected =
+      "a number of workers from 1 to " + std::to_string(kMaxWorkersPerNode) + ", cpu, gpu or auto";
+  const int gpus = visible_gpu_count(facts.nvidia_gpu_count, lookup(env, "CUDA_VISIBLE_DEVICES"));
+  if (value.text == "cpu")
+    return std::min(facts.cpu_count, kMaxWorkersPerNode);
+  if (value.text == "auto")
+    return std::min(gpus > 0 ? gpus : facts.cpu_count, kMaxWorkersPerNode);
+  if (value.text == "gpu") {
+    if (gpus == 0) {
+      const auto visible = lookup(env, "CUDA_VISIBLE_DEVICES");
+      throw UsageError(option,
+                       "gpu asks for one worker per GPU but no NVIDIA GPU is visible (" +
+                           std::to_string(facts.nvidia_gpu_count) + " found" +
+                           (visible ? ", CUDA_VISIBLE_DEVICES='" + *visible + "'" : "") + ")",
+                       "a machine with NVIDIA GPUs, or a number, cpu or auto");
+    }
+    return gpus;
+  }
+  if (value.text == "xpu") {
+    throw UsageError(option, "xpu devices are not supported by ddprun", expected);
+  }
+  return parse_int(value.text, option, expected, 1, kMaxWorkersPerNode);
+}
+
+std::string check_choice(const RawValue& value, const std::string& option,
+                         std::initializer_list<const char*> choices) {
+  std::string expected;
+  for (const char* choice : choices) {
+    if (value.text == choice)
+      return value.text;
+    expected += cat(expected.empty() ? "" : "|", choice);
+  }
+  throw UsageError(option, "'" + value.text + "' is not a valid choice", expected);
+}
+
+std::string join(const std::vector<std::string>& items) {
+  std::string text;
+  for (const auto& item : items)
+    text += (text.empty() ? "" : ",") + item;
+  return text;
+}
+
+}  // namespace
+
+std::string omp_num_threads_warning() {
+  return "\n*****************************************\n"
+         "Setting OMP_NUM_THREADS environment variable for each process to be 1 in default, to "
+         "avoid your system being overloaded, please further tune the variable for optimal "
+         "performance in your application as needed. \n"
+         "*****************************************";
+}
+
+ResolvedLaunch resolve_launch(const ParsedCommandLine& parsed, const Environment& env,
+                              const HostFacts& facts) {
+  ResolvedLaunch resolved;
+  LaunchConfig& config = resolved.config;
+  const std::optional<SlurmStep> slurm = read_slurm_step(env);
+  OptionValues values(parsed, slurm ? &*slurm : nullptr, config);
+  const auto label = [](const std::string& dest, const RawValue& value) {
+    return OptionValues::label(dest, value);
+  };
+  const int int_max = std::numeric_limits<int>::max();
+
+  // Nodes.
+  if (auto v = values.get("nnodes")) {
+    const NodeRange range = parse_nnodes(v->text, label("nnodes", *v));
+    config.min_nodes = range.min;
+    config.max_nodes = range.max;
+  }
+  if (auto v = values.get("nproc_per_node")) {
+    config.nproc_per_node = resolve_nproc(*v, label("nproc_per_node", *v), env, facts);
+  }
+
+  // Rendezvous.
+  config.standalone = values.flag("standalone");
+  if (auto v = values.get("rdzv_backend")) {
+    config.rdzv_backend = check_choice(*v, label("rdzv_backend", *v), {"static", "c10d"});
+  }
+  const bool is_static = config.rdzv_backend == "static" && !config.standalone;
+  values.ignore_slurm(is_static);
+  std::optional<RawValue> endpoint = values.get("rdzv_endpoint");
+  values.ignore_slurm(false);
+  if (auto v = values.get("rdzv_id"))
+    config.rdzv_id = v->text;
+  if (auto v = values.get("rdzv_conf")) {
+    config.rdzv_conf = parse_rdzv_conf(v->text, label("rdzv_conf", *v));
+    check_rdzv_conf_values(config.rdzv_conf, label("rdzv_conf", *v));
+  }
+  if (auto v = values.get("master_addr")) {
+    if (v->text.empty()) {
+      throw UsageError(label("master_addr", *v), "empty", "a host name or address");
+    }
+    config.master_addr = v->text;
+  }
+  if (auto v = values.get("master_port")) {
+    config.master_port = static_cast<uint16_t>(
+        parse_int(v->text, label("master_port", *v), "a port number 0-65535", 0, 65535));
+  }
+  if (auto v = values.get("node_rank")) {
+    config.node_rank =
+        parse_int(v->text, label("node_rank", *v), "an integer, 0 or more", 0, int_max);
+    config.node_rank_hint = config.node_rank;
+    if (is_static && config.node_rank >= config.max_nodes) {
+      throw UsageError(label("node_rank", *v),
+                       std::to_string(config.node_rank) + " is not below --nnodes " +
+                           std::to_string(config.max_nodes),
+                       cat("a rank from 0 to ", std::to_string(config.max_nodes - 1)));
+    }
+  }
+  if (auto v = values.get("local_addr"); v && !v->text.empty())
+    config.local_addr = v->text;
+
+  if (config.standalone) {
+    config.rdzv_backend = "c10d";
+    config.rdzv_endpoint = "localhost:0";
+    config.rdzv_id = facts.fresh_run_id;
+    config.rdzv_host = "localhost";
+    config.rdzv_port = 0;
+    for (const char* dest : {"rdzv_backend", "rdzv_endpoint", "rdzv_id"}) {
+      values.override_source(dest, "standalone");
+    }
+  } else if (endpoint && !endpoint->text.empty()) {
+    const std::string option = label("rdzv_endpoint", *endpoint);
+    const Endpoint parsed_endpoint = parse_endpoint(endpoint->text, option);
+    config.rdzv_endpoint = endpoint->text;
+    config.rdzv_host = parsed_endpoint.host;
+    config.rdzv_port = parsed_endpoint.port;
+    if (!config.rdzv_port) {
+      if (is_static) {
+        throw UsageError(option, "static rendezvous needs a port", "HOST:PORT");
+      }
+      config.rdzv_port = kC10dDefaultPort;
+    }
+  } else if (is_static) {
+    config.rdzv_host = config.master_addr;
+    config.rdzv_port = config.master_port;
+  } else {
+    // rendezvous/utils.py: an empty endpoint means localhost at the backend's default port.
+    config.rdzv_host = "localhost";
+    config.rdzv_port = kC10dDefaultPort;
+    resolved.warnings.push_back(
+        "master_addr is only used for static rdzv_backend and when rdzv_endpoint is not "
+        "specified.");
+  }
+
+  // Worker lifecycle.
+  if (auto v = values.get("max_restarts")) {
+    config.max_restarts =
+        parse_int(v->text, label("max_restarts", *v), "an integer, 0 or more", 0, int_max);
+  }
+  if (auto v = values.get("monitor_interval")) {
+    config.monitor_interval_s = parse_seconds(v->text, label("monitor_interval", *v), true);
+  }
+  if (auto v = values.get("start_method")) {
+    config.start_method =
+        check_choice(*v, label("start_method", *v), {"spawn", "fork", "forkserver"});
+  }
+  if (auto v = values.get("role")) {
+    if (v->text.empty())
+      throw UsageError(label("role", *v), "empty", "a role name");
+    config.role = v->text;
+  }
+  if (auto v = values.get("shutdown_timeout")) {
+    config.shutdown_timeout_s = parse_seconds(v->text, label("shutdown_timeout", *v), false);
+  } else if (auto legacy = lookup(env, "TORCH_ELASTIC_SHUTDOWN_TIMEOUT")) {
+    config.shutdown_timeout_s =
+        parse_seconds(*legacy, "--shutdown-timeout (from TORCH_ELASTIC_SHUTDOWN_TIMEOUT)", false);
+    values.override_source("shutdown_timeout", "env:TORCH_ELASTIC_SHUTDOWN_TIMEOUT");
+  }
+  if (auto v = values.get("exit_barrier_timeout")) {
+    config.exit_barrier_timeout_s =
+        parse_seconds(v->text, label("exit_barrier_timeout", *v), false);
+  }
+  {
+    auto v = values.get("signals_to_handle");
+    const std::string text = v ? v->text : config.signals_to_handle_text;
+    config.signals_to_handle =
+        parse_signal_names(text, v ? label("signals_to_handle", *v) : "--signals-to-handle");
+    std::vector<std::string> names;
+    for (int number : config.signals_to_handle) {
+      names.push_back(std::string("SIG") + sigabbrev_np(number));
+    }
+    config.signals_to_handle_text = join(names);
+  }
+  config.virtual_local_rank = values.flag("virtual_local_rank");
+
+  // Logs.
+  if (auto v = values.get("log_dir"); v && !v->text.empty())
+    config.log_dir = v->text;
+  if (auto v = values.get("redirects")) {
+    config.redirects = parse_std_streams(v->text, label("redirects", *v));
+  }
+  if (auto v = values.get("tee"))
+    config.tee = parse_std_streams(v->text, label("tee", *v));
+  if (auto v = values.get("local_ranks_filter")) {
+    config.local_ranks_filter = parse_local_ranks(v->text, label("local_ranks_filter", *v));
+  }
+  if (auto v = values.get("duplicate_stdout_filters")) {
+    config.duplicate_stdout_filters = parse_filter_list(v->text);
+  }
+  if (auto v = values.get("duplicate_stderr_filters")) {
+    config.duplicate_stderr_filters = parse_filter_list(v->text);
+  }
+  if (auto v = values.get("event_log_handler"))
+    config.event_log_handler = v->text;
+  if (auto v = values.get("logs_specs"); v && !v->text.empty())
+    config.logs_specs = v->text;
+  if (auto v = values.get("numa_binding")) {
+    config.numa_binding = check_choice(*v, label("numa_binding", *v),
+                                       {"node", "socket", "exclusive", "core-complex"});
+  }
+  if (auto v = values.get("events_file")) {
+    if (v->text.empty())
+      throw UsageError(label("events_file", *v), "empty", "a file path");
+    config.events_file = v->text;
+  }
+
+  // Entry point.
+  EntryPointRequest request;
+  request.module = values.flag("module");
+  request.no_python = values.flag("no_python");
+  request.run_path = values.flag("run_path");
+  if (!parsed.entry_point) {
+    throw UsageError("training_script", "missing",
+                     "a script, -m MODULE, --no-python PROGRAM or train, then its arguments");
+  }
+  request.entry_point = *parsed.entry_point;
+  request.args = parsed.entry_args;
+  request.python_exec = lookup(env, "PYTHON_EXEC");
+  request.python3_on_path = facts.python3_on_path;
+  request.executable_dir = facts.executable_dir;
+  EntryPlan plan = plan_entry_point(request);
+  config.entry_kind = plan.kind;
+  config.run_path = request.run_path;
+  config.entry_point = request.entry_point;
+  config.entry_args = request.args;
+  config.worker_argv = std::move(plan.worker_argv);
+
+  // torchrun's rule: several workers on a node would each start a full OpenMP pool.
+  if (!env.contains("OMP_NUM_THREADS") && config.nproc_per_node > 1) {
+    config.worker_env_overrides["OMP_NUM_THREADS"] = "1";
+    resolved.warnings.push_back(omp_num_threads_warning());
+  }
+
+  if (slurm) {
+    for (auto& warning : slurm_warnings(*slurm, env, config)) {
+      resolved.warnings.push_back(std::move(warning));
+    }
+  }
+  return resolved;
+}
+
+}  // namespace ddprun::launcher

@@ -1,0 +1,323 @@
+#include "launcher/value_parsers.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <csignal>
+#include <cstdlib>
+#include <limits>
+#include <utility>
+
+#include "launcher/text.hpp"
+#include "launcher/usage_error.hpp"
+
+namespace ddprun::launcher {
+namespace {
+
+std::string_view trim(std::string_view text) {
+  const auto blank = [](char c) { return std::isspace(static_cast<unsigned char>(c)) != 0; };
+  while (!text.empty() && blank(text.front()))
+    text.remove_prefix(1);
+  while (!text.empty() && blank(text.back()))
+    text.remove_suffix(1);
+  return text;
+}
+
+std::string quoted(std::string_view text) {
+  return cat("'", text, "'");
+}
+
+std::optional<long long> to_integer(std::string_view text) {
+  text = trim(text);
+  if (text.starts_with('+'))
+    text.remove_prefix(1);
+  if (text.empty())
+    return std::nullopt;
+  long long value = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc() || end != text.data() + text.size())
+    return std::nullopt;
+  return value;
+}
+
+std::vector<std::string_view> split(std::string_view text, char separator) {
+  std::vector<std::string_view> parts;
+  std::size_t start = 0;
+  while (true) {
+    const auto at = text.find(separator, start);
+    parts.push_back(text.substr(start, at == std::string_view::npos ? at : at - start));
+    if (at == std::string_view::npos)
+      return parts;
+    start = at + 1;
+  }
+}
+
+bool is_host_character(char c) {
+  // rendezvous/utils.py accepts ^[\w\.:-]+$.
+  return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_' || c == '.' || c == ':' ||
+         c == '-';
+}
+
+struct NamedSignal {
+  std::string_view name;
+  int number;
+};
+
+constexpr std::array kSignals{
+    NamedSignal{"SIGHUP", SIGHUP},       NamedSignal{"SIGINT", SIGINT},
+    NamedSignal{"SIGQUIT", SIGQUIT},     NamedSignal{"SIGILL", SIGILL},
+    NamedSignal{"SIGTRAP", SIGTRAP},     NamedSignal{"SIGABRT", SIGABRT},
+    NamedSignal{"SIGBUS", SIGBUS},       NamedSignal{"SIGFPE", SIGFPE},
+    NamedSignal{"SIGUSR1", SIGUSR1},     NamedSignal{"SIGSEGV", SIGSEGV},
+    NamedSignal{"SIGUSR2", SIGUSR2},     NamedSignal{"SIGPIPE", SIGPIPE},
+    NamedSignal{"SIGALRM", SIGALRM},     NamedSignal{"SIGTERM", SIGTERM},
+    NamedSignal{"SIGCHLD", SIGCHLD},     NamedSignal{"SIGCONT", SIGCONT},
+    NamedSignal{"SIGTSTP", SIGTSTP},     NamedSignal{"SIGTTIN", SIGTTIN},
+    NamedSignal{"SIGTTOU", SIGTTOU},     NamedSignal{"SIGURG", SIGURG},
+    NamedSignal{"SIGXCPU", SIGXCPU},     NamedSignal{"SIGXFSZ", SIGXFSZ},
+    NamedSignal{"SIGVTALRM", SIGVTALRM}, NamedSignal{"SIGPROF", SIGPROF},
+    NamedSignal{"SIGWINCH", SIGWINCH},   NamedSignal{"SIGIO", SIGIO},
+    NamedSignal{"SIGPWR", SIGPWR},       NamedSignal{"SIGSYS", SIGSYS},
+};
+
+constexpr std::string_view kStdExpected =
+    "0, 1, 2 or 3 (none, stdout, stderr, both) for every local rank, or LOCAL_RANK:0-3 pairs "
+    "such as 0:1,1:2 (local ranks 0-9)";
+
+int to_std_bits(char digit, std::string_view text, const std::string& option) {
+  if (digit < '0' || digit > '3') {
+    throw UsageError(option, cat(quoted(text), " has stream value ", std::string(1, digit)),
+                     std::string(kStdExpected));
+  }
+  return digit - '0';
+}
+
+}  // namespace
+
+int parse_int(std::string_view text, const std::string& option, const std::string& expected,
+              int min, int max) {
+  const auto value = to_integer(text);
+  if (!value)
+    throw UsageError(option, quoted(text) + " is not an integer", expected);
+  if (*value < min || *value > max) {
+    throw UsageError(option, quoted(text) + " is out of range", expected);
+  }
+  return static_cast<int>(*value);
+}
+
+double parse_seconds(std::string_view text, const std::string& option, bool positive) {
+  const std::string expected =
+      positive ? "a number of seconds greater than 0" : "a number of seconds, 0 or more";
+  const std::string copy(trim(text));
+  char* end = nullptr;
+  const double value = copy.empty() ? 0.0 : std::strtod(copy.c_str(), &end);
+  if (copy.empty() || end != copy.c_str() + copy.size()) {
+    throw UsageError(option, quoted(text) + " is not a number", expected);
+  }
+  if (!std::isfinite(value) || value < 0.0 || (positive && value == 0.0)) {
+    throw UsageError(option, quoted(text) + " is out of range", expected);
+  }
+  return value;
+}
+
+NodeRange parse_nnodes(std::string_view text, const std::string& option) {
+  const std::string expected = "N or MIN:MAX with 0 < MIN <= MAX";
+  const auto fields = split(text, ':');
+  if (fields.size() > 2) {
+    throw UsageError(option, quoted(text) + " has more than two fields", expected);
+  }
+  const auto number = [&](std::string_view field) {
+    const auto value = to_integer(field);
+    if (!value || *value > std::numeric_limits<int>::max()) {
+      throw UsageError(option, quoted(text) + " is not a node count", expected);
+    }
+    return *value;
+  };
+  const long long min = number(fields.front());
+  const long long max = number(fields.back());
+  if (min <= 0)
+    throw UsageError(option, quoted(text) + " has MIN below 1", expected);
+  if (min > max)
+    throw UsageError(option, quoted(text) + " has MIN greater than MAX", expected);
+  return {static_cast<int>(min), static_cast<int>(max)};
+}
+
+Endpoint parse_endpoint(std::string_view text, const std::string& option) {
+  const std::string expected =
+      "HOST or HOST:PORT with PORT 0-65535, an IPv6 host in brackets ([::1]:29400)";
+  const std::string_view endpoint = trim(text);
+  std::string_view host = endpoint;
+  std::optional<std::string_view> port_text;
+  if (!(endpoint.starts_with('[') && endpoint.ends_with(']'))) {
+    const auto colon = endpoint.rfind(':');
+    if (colon != std::string_view::npos) {
+      host = endpoint.substr(0, colon);
+      port_text = endpoint.substr(colon + 1);
+    }
+  }
+  const bool bracketed = host.size() > 1 && host.starts_with('[') && host.ends_with(']');
+  if (bracketed)
+    host = host.substr(1, host.size() - 2);
+  if (host.empty() || !std::all_of(host.begin(), host.end(), is_host_character)) {
+    throw UsageError(option, quoted(text) + " does not start with a valid host name", expected);
+  }
+  if (!bracketed && host.find(':') != std::string_view::npos) {
+    // torchrun would read "::1" as host ":" and port 1; say what was meant instead.
+    throw UsageError(option, quoted(text) + " has an IPv6 address without brackets", expected);
+  }
+  Endpoint result{std::string(host), std::nullopt};
+  if (port_text) {
+    const bool digits = !port_text->empty() && port_text->size() <= 5 &&
+                        std::all_of(port_text->begin(), port_text->end(),
+                                    [](char c) { return c >= '0' && c <= '9'; });
+    const auto port = digits ? to_integer(*port_text) : std::nullopt;
+    if (!port || *port > 65535) {
+      throw UsageError(option, quoted(text) + " has an invalid port", expected);
+    }
+    result.port = static_cast<uint16_t>(*port);
+  }
+  return result;
+}
+
+std::map<std::string, std::string> parse_rdzv_conf(std::string_view text,
+                                                   const std::string& option) {
+  const std::string expected = "KEY=VALUE[,KEY=VALUE...] with non-empty keys and values";
+  std::map<std::string, std::string> conf;
+  if (trim(text).empty())
+    return conf;
+  for (std::string_view item : split(trim(text), ',')) {
+    const auto eq = item.find('=');
+    const std::string key(trim(item.substr(0, eq)));
+    if (key.empty())
+      throw UsageError(option, quoted(item) + " has an empty key", expected);
+    const std::string value(eq == std::string_view::npos ? "" : trim(item.substr(eq + 1)));
+    if (value.empty()) {
+      throw UsageError(option, "key '" + key + "' has no value", expected);
+    }
+    conf.insert_or_assign(key, value);
+  }
+  return conf;
+}
+
+std::optional<bool> parse_rdzv_bool(std::string_view text) {
+  std::string lower(trim(text));
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  for (std::string_view yes : {"1", "true", "t", "yes", "y"}) {
+    if (lower == yes)
+      return true;
+  }
+  for (std::string_view no : {"0", "false", "f", "no", "n"}) {
+    if (lower == no)
+      return false;
+  }
+  return std::nullopt;
+}
+
+void check_rdzv_conf_values(const std::map<std::string, std::string>& conf,
+                            const std::string& option) {
+  constexpr std::array kSecondsKeys{
+      "join_timeout",        "last_call_timeout", "close_timeout", "heartbeat_timeout",
+      "keep_alive_interval", "read_timeout",      "timeout"};
+  for (const auto& [key, value] : conf) {
+    const std::string where = option + " " + key;
+    if (std::find(kSecondsKeys.begin(), kSecondsKeys.end(), key) != kSecondsKeys.end()) {
+      parse_seconds(value, where, /*positive=*/true);
+    } else if (key == "keep_alive_max_attempt") {
+      parse_int(value, where, "an integer of at least 1", 1, std::numeric_limits<int>::max());
+    } else if (key == "rank") {
+      parse_int(value, where, "an integer, 0 or more", 0, std::numeric_limits<int>::max());
+    } else if (key == "is_host") {
+      if (!parse_rdzv_bool(value)) {
+        throw UsageError(where, quoted(value) + " is not a boolean",
+                         "1, true, t, yes, y or 0, false, f, no, n");
+      }
+    } else if (key == "store_type") {
+      if (value != "tcp" && value != "file") {
+        throw UsageError(where, quoted(value) + " is not a store type", "tcp or file");
+      }
+    }
+  }
+}
+
+StdStreams parse_std_streams(std::string_view text, const std::string& option) {
+  const std::string_view value = trim(text);
+  StdStreams streams;
+  if (value.size() == 1) {
+    streams.all = to_std_bits(value[0], text, option);
+    return streams;
+  }
+  for (std::string_view pair : split(value, ',')) {
+    if (pair.size() != 3 || pair[1] != ':' || pair[0] < '0' || pair[0] > '9') {
+      throw UsageError(option, quoted(text) + " is not a stream value or LOCAL_RANK:VALUE list",
+                       std::string(kStdExpected));
+    }
+    streams.per_local_rank.insert_or_assign(pair[0] - '0', to_std_bits(pair[2], text, option));
+  }
+  return streams;
+}
+
+std::vector<int> parse_local_ranks(std::string_view text, const std::string& option) {
+  std::vector<int> ranks;
+  if (trim(text).empty())
+    return ranks;
+  for (std::string_view item : split(text, ',')) {
+    const int rank = parse_int(item, option, "comma-separated local ranks such as 0,1,2", 0,
+                               std::numeric_limits<int>::max());
+    if (std::find(ranks.begin(), ranks.end(), rank) == ranks.end())
+      ranks.push_back(rank);
+  }
+  std::sort(ranks.begin(), ranks.end());
+  return ranks;
+}
+
+std::vector<std::string> parse_filter_list(std::string_view text) {
+  std::vector<std::string> filters;
+  std::string current;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != ',') {
+      current += text[i];
+    } else if (i + 1 < text.size() && text[i + 1] == ',') {
+      current += ',';
+      ++i;
+    } else {
+      if (!current.empty())
+        filters.push_back(std::move(current));
+      current.clear();
+    }
+  }
+  if (!current.empty())
+    filters.push_back(std::move(current));
+  return filters;
+}
+
+std::vector<int> parse_signal_names(std::string_view text, const std::string& option) {
+  const std::string expected = "comma-separated signal names such as SIGTERM,SIGINT,SIGUSR1";
+  std::vector<int> numbers;
+  for (std::string_view item : split(text, ',')) {
+    const std::string_view name = trim(item);
+    if (name == "SIGKILL" || name == "SIGSTOP") {
+      throw UsageError(option, std::string(name) + " cannot be caught", expected);
+    }
+    const auto* found = std::find_if(kSignals.begin(), kSignals.end(),
+                                     [&](const NamedSignal& s) { return s.name == name; });
+    if (found == kSignals.end()) {
+      throw UsageError(option, quoted(name) + " is not a signal name", expected);
+    }
+    if (std::find(numbers.begin(), numbers.end(), found->number) == numbers.end()) {
+      numbers.push_back(found->number);
+    }
+  }
+  return numbers;
+}
+
+bool parse_env_flag(std::string_view text, const std::string& option) {
+  const auto value = to_integer(text);
+  if (!value)
+    throw UsageError(option, quoted(text) + " is not an integer", "0 or 1");
+  return *value != 0;
+}
+
+}  // namespace ddprun::launcher

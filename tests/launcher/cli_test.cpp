@@ -1,0 +1,310 @@
+// The real ddprun executable: exit statuses, the one-line error messages for the bad inputs
+// of the foundation issue, --help, --version, --print-config, and that it does not link
+// LibTorch. Each run is a child process with a clean, explicit environment.
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace {
+
+struct Result {
+  int status = -1;  // exit status, or -1 if killed
+  std::string out;
+  std::string err;
+};
+
+using Env = std::map<std::string, std::string>;
+
+// Runs `program args` with exactly `env` (plus PATH), capturing both streams, with a deadline.
+Result run(const std::string& program, const std::vector<std::string>& args, Env env = {}) {
+  env.emplace("PATH", "/usr/local/bin:/usr/bin:/bin");
+  int out_pipe[2];
+  int err_pipe[2];
+  REQUIRE(::pipe(out_pipe) == 0);
+  REQUIRE(::pipe(err_pipe) == 0);
+  std::vector<std::string> argv_storage{program};
+  argv_storage.insert(argv_storage.end(), args.begin(), args.end());
+  std::vector<std::string> env_storage;
+  for (const auto& [k, v] : env)
+    env_storage.push_back(k + "=" + v);
+  std::vector<char*> argv;
+  for (auto& a : argv_storage)
+    argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::vector<char*> envp;
+  for (auto& e : env_storage)
+    envp.push_back(e.data());
+  envp.push_back(nullptr);
+
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::dup2(out_pipe[1], STDOUT_FILENO);
+    ::dup2(err_pipe[1], STDERR_FILENO);
+    ::close(out_pipe[0]);
+    ::close(err_pipe[0]);
+    ::close(out_pipe[1]);
+    ::close(err_pipe[1]);
+    ::execve(argv[0], argv.data(), envp.data());
+    ::_exit(127);
+  }
+  ::close(out_pipe[1]);
+  ::close(err_pipe[1]);
+
+  Result result;
+  std::array<pollfd, 2> fds{pollfd{out_pipe[0], POLLIN, 0}, pollfd{err_pipe[0], POLLIN, 0}};
+  std::array<std::string*, 2> sinks{&result.out, &result.err};
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  int open_streams = 2;
+  while (open_streams > 0) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0)
+      break;
+    if (::poll(fds.data(), fds.size(), static_cast<int>(left.count())) <= 0)
+      continue;
+    for (std::size_t i = 0; i < fds.size(); ++i) {
+      if (fds[i].fd < 0 || fds[i].revents == 0)
+        continue;
+      char buffer[4096];
+      const ssize_t n = ::read(fds[i].fd, buffer, sizeof buffer);
+      if (n > 0) {
+        sinks[i]->append(buffer, static_cast<std::size_t>(n));
+      } else {
+        ::close(fds[i].fd);
+        fds[i].fd = -1;
+        --open_streams;
+      }
+    }
+  }
+  if (open_streams > 0)
+    ::kill(pid, SIGKILL);  // past the deadline
+  for (auto& fd : fds) {
+    if (fd.fd >= 0)
+      ::close(fd.fd);
+  }
+  int wait_status = 0;
+  ::waitpid(pid, &wait_status, 0);
+  result.status = WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : -1;
+  return result;
+}
+
+const std::string kDdprun = std::string(DDPRUN_BIN_DIR) + "/ddprun";
+
+Result ddprun(const std::vector<std::string>& args, Env env = {}) {
+  return run(kDdprun, args, std::move(env));
+}
+
+std::size_t line_count(const std::string& text) {
+  return static_cast<std::size_t>(std::count(text.begin(), text.end(), '\n'));
+}
+
+}  // namespace
+
+TEST_CASE("each bad input of the foundation issue exits 2 with one line naming the option") {
+  struct BadInput {
+    std::vector<std::string> args;
+    std::string option;  // must appear right after "ddprun: error: "
+  };
+  const std::vector<BadInput> cases{
+      {{"--nnodes", "3:2", "s.py"}, "--nnodes"},
+      {{"--nnodes", "0", "s.py"}, "--nnodes"},
+      {{"--nnodes", "1:2:3", "s.py"}, "--nnodes"},
+      {{"--nproc_per_node", "abc", "s.py"}, "--nproc_per_node"},
+      {{"--rdzv_endpoint", "host:99999", "s.py"}, "--rdzv_endpoint"},
+      {{"--rdzv_endpoint", "[::1", "s.py"}, "--rdzv_endpoint"},
+      {{"--rdzv_conf", "join_timeout=", "s.py"}, "--rdzv_conf"},
+      {{"--rdzv_conf", "=5", "s.py"}, "--rdzv_conf"},
+      {{"-m", "--no_python", "s.py"}, "-m/--module"},
+      {{"--redirects", "0:4", "s.py"}, "--redirects"},
+      {{"--max_restarts", "-1", "s.py"}, "--max_restarts"},
+      {{"--no-such-option", "s.py"}, "--no-such-option"},
+      {{"--nnodes", "2"}, "training_script"},
+      {{"--nnodes"}, "--nnodes"},
+      {{"--standalone=1", "s.py"}, "--standalone"},
+  };
+  for (const auto& bad : cases) {
+    INFO("ddprun " << bad.args.front() << " ...");
+    const Result r = ddprun(bad.args);
+    CHECK(r.status == 2);
+    CHECK(r.out.empty());
+    CHECK_THAT(r.err, Catch::StartsWith("ddprun: error: " + bad.option + ": "));
+    CHECK_THAT(r.err, Catch::Contains("; expected "));
+    CHECK(line_count(r.err) == 1);
+  }
+}
+
+TEST_CASE("PET_* values are checked too, and the message names the variable") {
+  const Result r = ddprun({"s.py"}, {{"PET_NNODES", "3:2"}});
+  CHECK(r.status == 2);
+  CHECK_THAT(r.err, Catch::StartsWith("ddprun: error: --nnodes (from PET_NNODES): "));
+}
+
+TEST_CASE("--help lists every torchrun option in both spellings and documents exit codes") {
+  // The torchrun options of torchrun.md section 1.2, written out here on purpose: the help is
+  // generated from the option table, so the test must not be.
+  const std::vector<std::string> spellings{
+      "--nnodes",
+      "--nproc-per-node",
+      "--nproc_per_node",
+      "--rdzv-backend",
+      "--rdzv_backend",
+      "--rdzv-endpoint",
+      "--rdzv_endpoint",
+      "--rdzv-id",
+      "--rdzv_id",
+      "--rdzv-conf",
+      "--rdzv_conf",
+      "--standalone",
+      "--max-restarts",
+      "--max_restarts",
+      "--monitor-interval",
+      "--monitor_interval",
+      "--start-method",
+      "--start_method",
+      "--event-log-handler",
+      "--event_log_handler",
+      "--role",
+      "-m",
+      "--module",
+      "--no-python",
+      "--no_python",
+      "--run-path",
+      "--run_path",
+      "--log-dir",
+      "--log_dir",
+      "-r",
+      "--redirects",
+      "-t",
+      "--tee",
+      "--local-ranks-filter",
+      "--local_ranks_filter",
+      "--duplicate-stdout-filters",
+      "--duplicate_stdout_filters",
+      "--duplicate-stderr-filters",
+      "--duplicate_stderr_filters",
+      "--node-rank",
+      "--node_rank",
+      "--master-addr",
+      "--master_addr",
+      "--master-port",
+      "--master_port",
+      "--local-addr",
+      "--local_addr",
+      "--logs-specs",
+      "--logs_specs",
+      "--numa-binding",
+      "--numa_binding",
+      "--signals-to-handle",
+      "--signals_to_handle",
+      "--shutdown-timeout",
+      "--shutdown_timeout",
+      "--virtual-local-rank",
+      "--virtual_local_rank",
+      // ddprun extras
+      "--print-config",
+      "--events-file",
+      "--exit-barrier-timeout",
+      "--version",
+      "--help",
+  };
+  for (const char* flag : {"--help", "-h"}) {
+    const Result r = ddprun({"--nnodes", "2", flag});
+    REQUIRE(r.status == 0);
+    CHECK(r.err.empty());
+    for (const auto& spelling : spellings) {
+      INFO(spelling);
+      // As an option heading: at a line start or after ", ", followed by a space, comma or EOL.
+      const bool listed = r.out.find("  " + spelling + " ") != std::string::npos ||
+                          r.out.find("  " + spelling + ",") != std::string::npos ||
+                          r.out.find(", " + spelling + " ") != std::string::npos ||
+                          r.out.find(", " + spelling + "\n") != std::string::npos ||
+                          r.out.find("  " + spelling + "\n") != std::string::npos;
+      CHECK(listed);
+    }
+    for (const char* heading : {"Nodes and rendezvous:", "Workers:", "Restarts and signals:",
+                                "Logs:", "Entry point:", "ddprun extras:", "Exit status:"}) {
+      CHECK_THAT(r.out, Catch::Contains(heading));
+    }
+    CHECK_THAT(r.out, Catch::Contains("  0   every worker finished successfully"));
+    CHECK_THAT(r.out, Catch::Contains("  1   a worker failed"));
+    CHECK_THAT(r.out, Catch::Contains("  2   the command line was wrong"));
+    CHECK_THAT(r.out, Catch::Contains("train ARGS"));
+    CHECK_THAT(r.out, Catch::Contains("ddprun-train"));
+  }
+  // After the entry point --help belongs to the script: no help, no error about it.
+  const Result script_help = ddprun({"--print-config", "--no-python", "/bin/true", "--help"});
+  CHECK(script_help.status == 0);
+  CHECK_THAT(script_help.out, Catch::Contains("\"worker_argv\""));
+}
+
+TEST_CASE("--version") {
+  const Result r = ddprun({"--version"});
+  CHECK(r.status == 0);
+  CHECK_THAT(r.out, Catch::StartsWith("ddprun "));
+}
+
+TEST_CASE("--print-config prints the resolved configuration as JSON and starts nothing") {
+  const Result r =
+      ddprun({"--print-config", "--nnodes=1:3", "--nproc-per-node", "2", "--rdzv-backend", "c10d",
+              "--rdzv-endpoint", "[::1]:4000", "train", "--max-iters", "5"},
+             {{"PET_MAX_RESTARTS", "2"}});
+  REQUIRE(r.status == 0);
+  const auto config = nlohmann::json::parse(r.out);
+  CHECK(config["min_nodes"] == 1);
+  CHECK(config["max_nodes"] == 3);
+  CHECK(config["nproc_per_node"] == 2);
+  CHECK(config["rdzv_host"] == "::1");
+  CHECK(config["rdzv_port"] == 4000);
+  CHECK(config["max_restarts"] == 2);
+  CHECK(config["entry_kind"] == "bundled_trainer");
+  CHECK(config["worker_argv"] ==
+        nlohmann::json{std::string(DDPRUN_BIN_DIR) + "/ddprun-train", "--max-iters", "5"});
+  CHECK(config["worker_env_overrides"]["OMP_NUM_THREADS"] == "1");
+  CHECK(config["value_sources"]["max_restarts"] == "env:PET_MAX_RESTARTS");
+  CHECK(config["value_sources"]["nnodes"] == "cli");
+  CHECK(config["value_sources"]["role"] == "default");
+  // torchrun's OMP_NUM_THREADS banner goes to stderr, the JSON alone to stdout.
+  CHECK_THAT(r.err, Catch::Contains("Setting OMP_NUM_THREADS environment variable for each "
+                                    "process to be 1 in default"));
+
+  const Result script = ddprun({"--print-config", "s.py", "a"}, {{"PYTHON_EXEC", "/opt/py"}});
+  REQUIRE(script.status == 0);
+  CHECK(nlohmann::json::parse(script.out)["worker_argv"] ==
+        nlohmann::json{"/opt/py", "-u", "s.py", "a"});
+}
+
+TEST_CASE("--print-config under Slurm shows which values came from Slurm") {
+  const Result r = ddprun({"--print-config", "train"}, {{"SLURM_JOB_ID", "77"},
+                                                        {"SLURM_STEP_ID", "0"},
+                                                        {"SLURM_STEP_NODELIST", "n[1-2]"},
+                                                        {"SLURM_NODEID", "0"},
+                                                        {"SLURMD_NODENAME", "n1"}});
+  REQUIRE(r.status == 0);
+  const auto config = nlohmann::json::parse(r.out);
+  CHECK(config["rdzv_endpoint"] == "n1:29400");
+  CHECK(config["value_sources"]["rdzv_endpoint"] == "slurm:SLURM_STEP_NODELIST");
+  CHECK(config["value_sources"]["local_addr"] == "slurm:SLURMD_NODENAME");
+
+  const Result warned = ddprun({"--print-config", "--nnodes", "3", "train"},
+                               {{"SLURM_JOB_ID", "77"}, {"SLURM_STEP_NODELIST", "n[1-2]"}});
+  CHECK(warned.status == 0);
+  CHECK_THAT(warned.err, Catch::StartsWith("ddprun: warning: --nnodes needs at least 3 nodes"));
+}
+
+TEST_CASE("ddprun does not link LibTorch") {
+  const Result r = run("/usr/bin/ldd", {kDdprun});
+  REQUIRE(r.status == 0);
+  CHECK_THAT(r.out, Catch::Contains("libc.so"));
+  CHECK_THAT(r.out, !Catch::Contains("libtorch") && !Catch::Contains("libc10"));
+}

@@ -1,0 +1,342 @@
+// Every option in every spelling, PET_* defaults, precedence, and the resolution rules
+// (rendezvous endpoint, --standalone, nproc, OMP_NUM_THREADS).
+
+#include <catch2/catch.hpp>
+#include <csignal>
+#include <nlohmann/json.hpp>
+
+#include "launcher/config_json.hpp"
+#include "launcher/option_table.hpp"
+#include "launcher/usage_error.hpp"
+#include "launcher_test_support.hpp"
+
+using ddprun::launcher::Environment;
+using ddprun::launcher::find_option;
+using ddprun::launcher::launch_config_to_json;
+using ddprun::launcher::OptionKind;
+using ddprun::launcher::UsageError;
+using ddprun::launcher::testing::resolve;
+using ddprun::launcher::testing::test_machine;
+using nlohmann::json;
+
+namespace {
+
+// One value per option, and where it must show up in --print-config's JSON.
+struct OptionCase {
+  std::string dest;
+  std::string value;  // ignored for flags
+  std::string field;  // JSON pointer into launch_config_to_json
+  json expected;
+};
+
+std::vector<OptionCase> option_cases() {
+  return {
+      {"nnodes", "2:4", "/max_nodes", 4},
+      {"nproc_per_node", "3", "/nproc_per_node", 3},
+      {"rdzv_backend", "c10d", "/rdzv_backend", "c10d"},
+      {"rdzv_endpoint", "node1:1234", "/rdzv_port", 1234},
+      {"rdzv_id", "job7", "/rdzv_id", "job7"},
+      {"rdzv_conf", "join_timeout=5,is_host=yes", "/rdzv_conf",
+       json{{"is_host", "yes"}, {"join_timeout", "5"}}},
+      {"standalone", "", "/standalone", true},
+      {"max_restarts", "3", "/max_restarts", 3},
+      {"monitor_interval", "0.5", "/monitor_interval", 0.5},
+      {"start_method", "fork", "/start_method", "fork"},
+      {"event_log_handler", "console", "/event_log_handler", "console"},
+      {"role", "trainer", "/role", "trainer"},
+      {"module", "", "/entry_kind", "python_module"},
+      {"no_python", "", "/entry_kind", "binary"},
+      {"run_path", "", "/run_path", true},
+      {"log_dir", "/tmp/logs", "/log_dir", "/tmp/logs"},
+      {"redirects", "3", "/redirects/all", 3},
+      {"tee", "0:1,1:2", "/tee/per_local_rank", json{{"0", 1}, {"1", 2}}},
+      {"local_ranks_filter", "2,0", "/local_ranks_filter", json{0, 2}},
+      {"duplicate_stdout_filters", "apple,,pie,orange", "/duplicate_stdout_filters",
+       json{"apple,pie", "orange"}},
+      {"duplicate_stderr_filters", "oops", "/duplicate_stderr_filters", json{"oops"}},
+      {"node_rank", "0", "/node_rank_hint", 0},
+      {"master_addr", "10.0.0.1", "/master_addr", "10.0.0.1"},
+      {"master_port", "1234", "/master_port", 1234},
+      {"local_addr", "me.example", "/local_addr", "me.example"},
+      {"logs_specs", "default", "/logs_specs", "default"},
+      {"numa_binding", "socket", "/numa_binding", "socket"},
+      {"signals_to_handle", "SIGUSR1,SIGTERM", "/signals_to_handle", json{SIGUSR1, SIGTERM}},
+      {"shutdown_timeout", "12", "/shutdown_timeout", 12.0},
+      {"virtual_local_rank", "", "/virtual_local_rank", true},
+      {"events_file", "/tmp/events.jsonl", "/events_file", "/tmp/events.jsonl"},
+      {"exit_barrier_timeout", "60", "/exit_barrier_timeout", 60.0},
+  };
+}
+
+// Every way the option can be written on a command line.
+std::vector<std::vector<std::string>> spellings(const OptionCase& c) {
+  const auto* spec = find_option(c.dest);
+  REQUIRE(spec != nullptr);
+  std::vector<std::string> names{"--" + std::string(spec->dest)};
+  if (!spec->dashed.empty())
+    names.push_back("--" + std::string(spec->dashed));
+  std::vector<std::vector<std::string>> forms;
+  for (const auto& name : names) {
+    if (spec->kind == OptionKind::kFlag) {
+      forms.push_back({name});
+    } else {
+      forms.push_back({name, c.value});
+      forms.push_back({name + "=" + c.value});
+    }
+  }
+  if (spec->short_name != '\0') {
+    const std::string short_name = std::string("-") + spec->short_name;
+    if (spec->kind == OptionKind::kFlag) {
+      forms.push_back({short_name});
+    } else {
+      forms.push_back({short_name, c.value});
+      forms.push_back({short_name + c.value});
+    }
+  }
+  return forms;
+}
+
+json resolved_json(std::vector<std::string> args, const Environment& env = {}) {
+  args.push_back("script.py");
+  return launch_config_to_json(resolve(args, env).config);
+}
+
+}  // namespace
+
+TEST_CASE("every option is accepted in each of its spellings") {
+  for (const auto& c : option_cases()) {
+    for (const auto& form : spellings(c)) {
+      INFO("option " << c.dest << " written as " << form.front());
+      const json config = resolved_json(form);
+      CHECK(config.at(json::json_pointer(c.field)) == c.expected);
+      CHECK(config["value_sources"][c.dest] == "cli");
+    }
+  }
+}
+
+TEST_CASE("the test's case list covers every torchrun option of the table") {
+  std::size_t covered = 0;
+  for (const auto& spec : ddprun::launcher::option_table()) {
+    const std::string dest(spec.dest);
+    if (dest == "help" || dest == "version" || dest == "print_config")
+      continue;
+    const auto cases = option_cases();
+    INFO(dest);
+    CHECK(std::any_of(cases.begin(), cases.end(), [&](const auto& c) { return c.dest == dest; }));
+    ++covered;
+  }
+  CHECK(covered == option_cases().size());
+}
+
+TEST_CASE("PET_* variables supply defaults and the command line wins") {
+  for (const auto& c : option_cases()) {
+    const auto* spec = find_option(c.dest);
+    if (!spec->reads_pet || c.dest == "standalone")
+      continue;
+    const std::string variable = ddprun::launcher::pet_variable(c.dest);
+    INFO(variable);
+    const Environment env{{variable, spec->kind == OptionKind::kFlag ? "1" : c.value}};
+    const json from_env = resolved_json({}, env);
+    CHECK(from_env.at(json::json_pointer(c.field)) == c.expected);
+    CHECK(from_env["value_sources"][c.dest] == "env:" + variable);
+  }
+  // The command line wins over the environment.
+  const Environment env{{"PET_NNODES", "5"}, {"PET_MAX_RESTARTS", "7"}, {"PET_ROLE", "env"}};
+  const json config = resolved_json({"--nnodes", "2", "--max-restarts=1"}, env);
+  CHECK(config["max_nodes"] == 2);
+  CHECK(config["max_restarts"] == 1);
+  CHECK(config["role"] == "env");
+  CHECK(config["value_sources"]["nnodes"] == "cli");
+  CHECK(config["value_sources"]["role"] == "env:PET_ROLE");
+  CHECK_FALSE(config["value_sources"].contains("max_nodes"));
+}
+
+TEST_CASE("boolean flags read PET_X=0/1 and the command line turns them on") {
+  CHECK(resolved_json({}, {{"PET_VIRTUAL_LOCAL_RANK", "1"}})["virtual_local_rank"] == true);
+  CHECK(resolved_json({}, {{"PET_VIRTUAL_LOCAL_RANK", "0"}})["virtual_local_rank"] == false);
+  CHECK(resolved_json({}, {{"PET_STANDALONE", "1"}})["rdzv_backend"] == "c10d");
+  CHECK(resolved_json({}, {{"PET_STANDALONE", "0"}})["rdzv_backend"] == "static");
+  CHECK(resolved_json({"--standalone"}, {{"PET_STANDALONE", "0"}})["standalone"] == true);
+  CHECK(resolved_json({}, {{"PET_NO_PYTHON", "1"}})["entry_kind"] == "binary");
+  CHECK(resolved_json({}, {{"PET_MODULE", "1"}})["entry_kind"] == "python_module");
+  CHECK_THROWS_WITH(resolved_json({}, {{"PET_STANDALONE", "true"}}),
+                    Catch::Contains("PET_STANDALONE") && Catch::Contains("expected 0 or 1"));
+}
+
+TEST_CASE("defaults match torchrun") {
+  const json config = resolved_json({});
+  CHECK(config["min_nodes"] == 1);
+  CHECK(config["max_nodes"] == 1);
+  CHECK(config["nproc_per_node"] == 1);
+  CHECK(config["rdzv_backend"] == "static");
+  CHECK(config["rdzv_id"] == "none");
+  CHECK(config["rdzv_host"] == "127.0.0.1");
+  CHECK(config["rdzv_port"] == 29500);
+  CHECK(config["max_restarts"] == 0);
+  CHECK(config["monitor_interval"] == 0.1);
+  CHECK(config["start_method"] == "spawn");
+  CHECK(config["role"] == "default");
+  CHECK(config["event_log_handler"] == "null");
+  CHECK(config["shutdown_timeout"] == 30.0);
+  CHECK(config["exit_barrier_timeout"] == 300.0);
+  CHECK(config["signals_to_handle"] == json{SIGTERM, SIGINT, SIGHUP, SIGQUIT});
+  CHECK(config["signals_to_handle_text"] == "SIGTERM,SIGINT,SIGHUP,SIGQUIT");
+  CHECK(config["redirects"]["all"] == 0);
+  CHECK(config["log_dir"].is_null());
+  CHECK(config["node_rank_hint"].is_null());
+  CHECK(config["local_addr"].is_null());
+  CHECK(config["worker_env_overrides"].empty());
+  CHECK(config["value_sources"]["nnodes"] == "default");
+}
+
+TEST_CASE("options after the entry point belong to the script") {
+  const auto resolved =
+      resolve({"--nnodes", "2", "train.py", "--nnodes", "5", "-m", "--help", "--", "x"});
+  CHECK(resolved.config.max_nodes == 2);
+  CHECK(resolved.config.entry_point == "train.py");
+  CHECK(resolved.config.entry_args ==
+        std::vector<std::string>{"--nnodes", "5", "-m", "--help", "--", "x"});
+  CHECK(resolved.config.entry_kind == ddprun::launcher::EntryKind::kPythonScript);
+
+  const auto after_dashes = resolve({"--max_restarts", "1", "--", "--weird-name.py", "a"});
+  CHECK(after_dashes.config.entry_point == "--weird-name.py");
+  CHECK(after_dashes.config.entry_args == std::vector<std::string>{"a"});
+}
+
+TEST_CASE("argparse conveniences: last value wins, unambiguous abbreviations") {
+  CHECK(resolve({"--nnodes", "2", "--nnodes", "3", "s.py"}).config.max_nodes == 3);
+  CHECK(resolve({"--nproc", "2", "s.py"}).config.nproc_per_node == 2);
+  CHECK(resolve({"--standalone", "--standalone", "s.py"}).config.standalone);
+  CHECK_THROWS_WITH(resolve({"--rdzv", "x", "s.py"}), Catch::Contains("ambiguous"));
+}
+
+TEST_CASE("rendezvous endpoint resolution") {
+  SECTION("static without an endpoint uses master_addr:master_port") {
+    const auto c = resolve({"--master_addr", "head", "--master-port", "4000", "s.py"}).config;
+    CHECK(c.rdzv_host == "head");
+    CHECK(c.rdzv_port == 4000);
+    CHECK(c.rdzv_endpoint.empty());
+  }
+  SECTION("c10d's default port is 29400") {
+    const auto c = resolve({"--rdzv_backend", "c10d", "--rdzv_endpoint", "node7", "s.py"}).config;
+    CHECK(c.rdzv_host == "node7");
+    CHECK(c.rdzv_port == 29400);
+  }
+  SECTION("IPv6 in brackets, with and without a port") {
+    auto c = resolve({"--rdzv-backend=c10d", "--rdzv-endpoint=[::1]:5000", "s.py"}).config;
+    CHECK(c.rdzv_host == "::1");
+    CHECK(c.rdzv_port == 5000);
+    c = resolve({"--rdzv-backend=c10d", "--rdzv-endpoint=[fe80::2]", "s.py"}).config;
+    CHECK(c.rdzv_host == "fe80::2");
+    CHECK(c.rdzv_port == 29400);
+  }
+  SECTION("static with an endpoint needs a port") {
+    CHECK_THROWS_WITH(resolve({"--rdzv_endpoint", "node7", "s.py"}),
+                      Catch::Contains("--rdzv_endpoint") && Catch::Contains("needs a port"));
+    CHECK(resolve({"--rdzv_endpoint", "node7:1", "s.py"}).config.rdzv_port == 1);
+  }
+  SECTION("c10d without an endpoint warns that master_addr is unused, as torchrun does") {
+    const auto r = resolve({"--rdzv_backend", "c10d", "s.py"});
+    CHECK(r.config.rdzv_host == "localhost");
+    REQUIRE(r.warnings.size() == 1);
+    CHECK(r.warnings[0] ==
+          "master_addr is only used for static rdzv_backend and when rdzv_endpoint is not "
+          "specified.");
+  }
+  SECTION("--standalone forces c10d on localhost:0 with a fresh id") {
+    const auto r = resolve({"--standalone", "--rdzv_backend", "static", "--rdzv_id", "mine",
+                            "--rdzv_endpoint", "far:1", "s.py"});
+    CHECK(r.config.rdzv_backend == "c10d");
+    CHECK(r.config.rdzv_endpoint == "localhost:0");
+    CHECK(r.config.rdzv_host == "localhost");
+    CHECK(r.config.rdzv_port == 0);
+    CHECK(r.config.rdzv_id == test_machine().fresh_run_id);
+    CHECK(r.config.value_sources.at("rdzv_id") == "standalone");
+    CHECK(r.warnings.empty());
+  }
+  SECTION("unsupported backends are refused up front") {
+    CHECK_THROWS_WITH(resolve({"--rdzv_backend", "etcd", "s.py"}),
+                      Catch::Contains("--rdzv_backend") && Catch::Contains("static|c10d"));
+  }
+}
+
+TEST_CASE("node_rank_hint is set only when a node rank is given") {
+  CHECK_FALSE(resolve({"s.py"}).config.node_rank_hint.has_value());
+  CHECK(resolve({"--nnodes", "3", "--node-rank", "2", "s.py"}).config.node_rank_hint == 2);
+  CHECK(resolve({"--nnodes", "3", "s.py"}, {{"PET_NODE_RANK", "1"}}).config.node_rank_hint == 1);
+  CHECK_THROWS_WITH(resolve({"--nnodes", "2", "--node_rank", "2", "s.py"}),
+                    Catch::Contains("--node_rank") && Catch::Contains("0 to 1"));
+}
+
+TEST_CASE("--nproc-per-node: integers, cpu, gpu and auto") {
+  auto machine = test_machine();
+  CHECK(resolve({"--nproc_per_node", "cpu", "s.py"}, {}, machine).config.nproc_per_node == 8);
+  CHECK(resolve({"--nproc_per_node", "auto", "s.py"}, {}, machine).config.nproc_per_node == 8);
+  CHECK_THROWS_WITH(resolve({"--nproc_per_node", "gpu", "s.py"}, {}, machine),
+                    Catch::Contains("--nproc_per_node") && Catch::Contains("no NVIDIA GPU"));
+  machine.nvidia_gpu_count = 4;
+  CHECK(resolve({"--nproc_per_node", "gpu", "s.py"}, {}, machine).config.nproc_per_node == 4);
+  CHECK(resolve({"--nproc_per_node", "auto", "s.py"}, {}, machine).config.nproc_per_node == 4);
+  CHECK(resolve({"--nproc_per_node", "gpu", "s.py"}, {{"CUDA_VISIBLE_DEVICES", "2,3"}}, machine)
+            .config.nproc_per_node == 2);
+  CHECK_THROWS_WITH(
+      resolve({"--nproc_per_node", "gpu", "s.py"}, {{"CUDA_VISIBLE_DEVICES", ""}}, machine),
+      Catch::Contains("CUDA_VISIBLE_DEVICES=''"));
+  CHECK_THROWS_WITH(resolve({"--nproc_per_node", "0", "s.py"}), Catch::Contains("out of range"));
+  CHECK_THROWS_WITH(resolve({"--nproc_per_node", "xpu", "s.py"}), Catch::Contains("xpu"));
+}
+
+TEST_CASE("OMP_NUM_THREADS: set to 1 with a warning when unset and nproc > 1") {
+  const auto two = resolve({"--nproc-per-node", "2", "s.py"});
+  CHECK(two.config.worker_env_overrides.at("OMP_NUM_THREADS") == "1");
+  REQUIRE(two.warnings.size() == 1);
+  CHECK(two.warnings[0] ==
+        "\n*****************************************\n"
+        "Setting OMP_NUM_THREADS environment variable for each process to be 1 in default, to "
+        "avoid your system being overloaded, please further tune the variable for optimal "
+        "performance in your application as needed. \n"
+        "*****************************************");
+  const auto user_set = resolve({"--nproc-per-node", "2", "s.py"}, {{"OMP_NUM_THREADS", "4"}});
+  CHECK(user_set.config.worker_env_overrides.empty());
+  CHECK(user_set.warnings.empty());
+  CHECK(resolve({"s.py"}).warnings.empty());
+}
+
+TEST_CASE("shutdown timeout falls back to TORCH_ELASTIC_SHUTDOWN_TIMEOUT") {
+  const auto c = resolve({"s.py"}, {{"TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "7"}}).config;
+  CHECK(c.shutdown_timeout_s == 7.0);
+  CHECK(c.value_sources.at("shutdown_timeout") == "env:TORCH_ELASTIC_SHUTDOWN_TIMEOUT");
+  CHECK(resolve({"--shutdown-timeout", "3", "s.py"}, {{"TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "7"}})
+            .config.shutdown_timeout_s == 3.0);
+}
+
+TEST_CASE("bad values name the option as the user wrote it") {
+  const auto message = [](std::vector<std::string> args, const Environment& env = {}) {
+    try {
+      args.push_back("s.py");
+      resolve(args, env);
+    } catch (const UsageError& error) {
+      return std::string(error.what());
+    }
+    return std::string("no error");
+  };
+  CHECK_THAT(message({"--nnodes", "3:2"}), Catch::StartsWith("--nnodes: '3:2' has MIN greater"));
+  CHECK_THAT(message({"--nnodes", "0"}), Catch::StartsWith("--nnodes: '0' has MIN below 1"));
+  CHECK_THAT(message({"--nnodes", "1:2:3"}), Catch::StartsWith("--nnodes: '1:2:3' has more"));
+  CHECK_THAT(message({}, {{"PET_NNODES", "x"}}),
+             Catch::StartsWith("--nnodes (from PET_NNODES): 'x'"));
+  CHECK_THAT(message({"--max_restarts", "-1"}), Catch::StartsWith("--max_restarts: '-1'"));
+  CHECK_THAT(message({"-r", "0:4"}), Catch::StartsWith("-r: '0:4'"));
+  CHECK_THAT(message({"--tee=10:1"}), Catch::StartsWith("--tee: '10:1'"));
+  CHECK_THAT(message({"--monitor-interval", "0"}), Catch::StartsWith("--monitor-interval"));
+  CHECK_THAT(message({"--start_method", "thread"}), Catch::Contains("spawn|fork|forkserver"));
+  CHECK_THAT(message({"--numa_binding", "all"}), Catch::Contains("core-complex"));
+  CHECK_THAT(message({"--signals_to_handle", "SIGFOO"}), Catch::Contains("'SIGFOO'"));
+  CHECK_THAT(message({"--signals_to_handle", "SIGKILL"}), Catch::Contains("cannot be caught"));
+  CHECK_THAT(message({"--rdzv_conf", "join_timeout=soon"}),
+             Catch::StartsWith("--rdzv_conf join_timeout: 'soon' is not a number"));
+  CHECK_THAT(message({"--rdzv_conf", "is_host=maybe"}), Catch::Contains("yes, y or 0"));
+  CHECK_THAT(message({"--local_ranks_filter", "0,a"}), Catch::StartsWith("--local_ranks_filter"));
+  CHECK_THAT(message({"--master_port", "70000"}), Catch::StartsWith("--master_port"));
+  CHECK_THAT(message({"--events-file="}), Catch::StartsWith("--events-file: empty"));
+}
