@@ -160,55 +160,55 @@ FormedRound C10dRendezvous::join(const std::optional<FormedRound>& previous) {
     std::optional<FormedRound> formed;
     std::optional<int> late_count;
     while (!formed && !late_count) {
-      std::visit(Overloaded{
-                     [&](const AwaitClose& a) {
-                       const auto closed_key = keys().closed(round);
-                       if (store().wait({closed_key}, millis(a.until_s - now_s()))) {
-                         const std::string text = store().get(closed_key);
-                         if (text.starts_with("error ")) {
-                           throw RendezvousError(text.substr(6));
-                         }
-                         action = machine.on_closed(parse_small_count(text, "participant count"));
-                       } else {
-                         action = machine.on_wait_expired(now_s());
-                       }
-                     },
-                     [&](const CloseRound& c) {
-                       // Claim with compare_set (exclusive), publish with set: some servers do not
-                       // wake waiters on compare_set.
-                       if (store().compare_set(keys().close_claim(round), "", self().nonce) ==
-                           self().nonce) {
-                         closed_by_me = true;
-                         store().set(keys().closed(round), std::to_string(c.participants));
-                       }
-                       action = AwaitClose{deadline};
-                     },
-                     [&](const ReadJoinedCount&) {
-                       action = machine.on_joined_count(
-                           static_cast<int>(store().add(keys().joined(round), 0)));
-                     },
-                     [&](const BecomeParticipant& p) {
-                       if (closed_by_me) {
-                         publish_assignments(round, p.participants);
-                       }
-                       FormedRound f;
-                       f.round = round;
-                       f.slot = slot;
-                       f.assignment = decode_assignment(store().get(
-                           keys().assignment(round, slot), millis(settings().close_timeout_s)));
-                       formed = f;
-                     },
-                     [&](const BecomeLate& l) { late_count = l.participants; },
-                     [&](const JoinTimedOut& t) {
-                       throw RendezvousError(
-                           where() + ": timed out after " +
-                           std::to_string(static_cast<int>(settings().join_timeout_s)) +
-                           " s (join_timeout) waiting for " + std::to_string(t.min_nodes) +
-                           " nodes to join round " + std::to_string(round) + " (" +
-                           std::to_string(store().add(keys().joined(round), 0)) + " joined)");
-                     },
-                 },
-                 action);
+      std::visit(
+          Overloaded{
+              [&](const AwaitClose& a) {
+                const auto closed_key = keys().closed(round);
+                if (store().wait({closed_key}, millis(a.until_s - now_s()))) {
+                  const std::string text = store().get(closed_key);
+                  if (text.starts_with("error ")) {
+                    throw RendezvousError(text.substr(6));
+                  }
+                  action = machine.on_closed(parse_small_count(text, "participant count"));
+                } else {
+                  action = machine.on_wait_expired(now_s());
+                }
+              },
+              [&](const CloseRound& c) {
+                // Claim with compare_set (exclusive), publish with set: some servers do not
+                // wake waiters on compare_set.
+                if (store().compare_set(keys().close_claim(round), "", self().nonce) ==
+                    self().nonce) {
+                  closed_by_me = true;
+                  store().set(keys().closed(round), std::to_string(c.participants));
+                }
+                action = AwaitClose{deadline};
+              },
+              [&](const ReadJoinedCount&) {
+                action =
+                    machine.on_joined_count(static_cast<int>(store().add(keys().joined(round), 0)));
+              },
+              [&](const BecomeParticipant& p) {
+                if (closed_by_me) {
+                  publish_assignments(round, p.participants);
+                }
+                FormedRound f;
+                f.round = round;
+                f.slot = slot;
+                f.assignment = decode_assignment(store().get(keys().assignment(round, slot),
+                                                             millis(settings().close_timeout_s)));
+                formed = f;
+              },
+              [&](const BecomeLate& l) { late_count = l.participants; },
+              [&](const JoinTimedOut& t) {
+                throw RendezvousError(
+                    where() + ": timed out after " + seconds_text(settings().join_timeout_s) +
+                    " s (join_timeout) waiting for " + std::to_string(t.min_nodes) +
+                    " nodes to join round " + std::to_string(round) + " (" +
+                    std::to_string(store().add(keys().joined(round), 0)) + " joined)");
+              },
+          },
+          action);
     }
     if (formed) {
       auto [addr, port] = workers_store(*formed);
@@ -227,10 +227,9 @@ FormedRound C10dRendezvous::join(const std::optional<FormedRound>& previous) {
       store().multi_set(wake_keys, std::vector<std::string>(wake_keys.size(), "waiting"));
     }
     if (!store().wait({keys().reform(round)}, millis(deadline - now_s()))) {
-      throw RendezvousError(where() + ": timed out after " +
-                            std::to_string(static_cast<int>(settings().join_timeout_s)) +
-                            " s (join_timeout) waiting as a spare for round " +
-                            std::to_string(round) + " to end");
+      throw RendezvousError(
+          where() + ": timed out after " + seconds_text(settings().join_timeout_s) +
+          " s (join_timeout) waiting as a spare for round " + std::to_string(round) + " to end");
     }
     const uint64_t next = parse_round(
         store().compare_set(keys().round(), std::to_string(round), std::to_string(round + 1)));

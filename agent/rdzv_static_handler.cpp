@@ -57,7 +57,7 @@ FormedRound StaticRendezvous::join(const std::optional<FormedRound>& previous) {
         present += store().check({key}) ? 1 : 0;
       }
       throw RendezvousError(where() + ": timed out after " +
-                            std::to_string(static_cast<int>(settings().join_timeout_s)) +
+                            seconds_text(settings().join_timeout_s) +
                             " s (join_timeout): " + std::to_string(present) + " of " +
                             std::to_string(nodes) + " nodes (--nnodes) joined");
     }

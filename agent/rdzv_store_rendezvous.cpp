@@ -5,10 +5,23 @@
 #include <algorithm>
 #include <cstdio>
 #include <random>
+#include <sstream>
 
 #include "agent/rdzv_state_machine.hpp"
 
 namespace ddprun::agent::rdzv {
+namespace {
+
+// Below this much join time left, another connect attempt is not worth it.
+constexpr double kConnectRetryFloorS = 0.05;
+
+}  // namespace
+
+std::string seconds_text(double seconds) {
+  std::ostringstream out;
+  out << seconds;
+  return out.str();
+}
 
 std::string random_hex(std::size_t bytes) {
   static constexpr char kDigits[] = "0123456789abcdef";
@@ -40,15 +53,23 @@ StoreRendezvous::StoreRendezvous(const launcher::LaunchConfig& config, RdzvSetti
   rendezvous::StoreClientOptions options;
   options.host = endpoint_.host;
   options.port = endpoint_.port;
-  // An unreachable endpoint is a join that never starts: it fails after join_timeout.
-  options.connect_timeout = millis(settings_.join_timeout_s);
   options.op_timeout = millis(settings_.read_timeout_s);
-  try {
-    client_ = rendezvous::StoreClient::connect(options);
-  } catch (const rendezvous::StoreError& error) {
-    throw RendezvousError("cannot reach the rendezvous store at " + endpoint_.text() + " within " +
-                          std::to_string(static_cast<int>(settings_.join_timeout_s)) +
-                          " s (join_timeout): " + error.what());
+  // An unreachable endpoint is a join that never starts: keep trying until join_timeout. The
+  // client gives up once its next backoff would pass its own limit, so go round again with
+  // what is left.
+  const double deadline = now_s() + settings_.join_timeout_s;
+  for (;;) {
+    options.connect_timeout = millis(deadline - now_s());
+    try {
+      client_ = rendezvous::StoreClient::connect(options);
+      break;
+    } catch (const rendezvous::StoreError& error) {
+      if (deadline - now_s() < kConnectRetryFloorS) {
+        throw RendezvousError("cannot reach the rendezvous store at " + endpoint_.text() +
+                              " within " + seconds_text(settings_.join_timeout_s) +
+                              " s (join_timeout): " + error.what());
+      }
+    }
   }
 }
 

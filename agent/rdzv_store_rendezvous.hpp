@@ -90,6 +90,9 @@ class StoreRendezvous : public RendezvousHandler {
   bool shut_down_ = false;
 };
 
+// "2.5" for messages.
+std::string seconds_text(double seconds);
+
 // A random hex string (run ids, nonces).
 std::string random_hex(std::size_t bytes);
 

@@ -1,0 +1,362 @@
+// The rendezvous decisions without sockets or clocks: join/close/last-call, heartbeat loss,
+// failure and wake-up decisions, records, rank assignment, settings, store-host choice.
+
+#include "agent/rdzv_state_machine.hpp"
+
+#include <catch2/catch.hpp>
+#include <variant>
+
+#include "agent/rdzv_host_detection.hpp"
+#include "agent/rdzv_records.hpp"
+#include "agent/rdzv_settings.hpp"
+
+using namespace ddprun::agent;
+using namespace ddprun::agent::rdzv;
+
+namespace {
+
+JoinPolicy policy(int min_nodes, int max_nodes, int expected = 0, double last_call = 30) {
+  return JoinPolicy{min_nodes, max_nodes, expected, last_call};
+}
+
+template <typename T>
+T as(const JoinAction& action) {
+  REQUIRE(std::holds_alternative<T>(action));
+  return std::get<T>(action);
+}
+
+NodeRecord node(std::string addr, int64_t pid, std::optional<int> hint = std::nullopt,
+                int nproc = 2, int min_nodes = 1, int max_nodes = 4) {
+  NodeRecord r;
+  r.addr = std::move(addr);
+  r.pid = pid;
+  r.nonce = std::to_string(pid);
+  r.nproc_per_node = nproc;
+  r.rank_hint = hint;
+  r.min_nodes = min_nodes;
+  r.max_nodes = max_nodes;
+  return r;
+}
+
+WorkerFailure failure(double timestamp, std::string host, int rank, int exit_code,
+                      std::string message) {
+  WorkerFailure f;
+  f.timestamp_s = timestamp;
+  f.host = std::move(host);
+  f.global_rank = rank;
+  f.exit_code = exit_code;
+  f.message = std::move(message);
+  return f;
+}
+
+}  // namespace
+
+TEST_CASE("join: the slot that reaches MAX closes the round at once") {
+  JoinStateMachine m(policy(2, 3), 600);
+  const auto close = as<CloseRound>(m.on_joined(3, 1.0));
+  CHECK(close.participants == 3);
+  CHECK(as<BecomeParticipant>(m.on_closed(3)).slot == 3);
+}
+
+TEST_CASE("join: below MIN waits for the join deadline, then times out") {
+  JoinStateMachine m(policy(3, 3), 100);
+  CHECK(as<AwaitClose>(m.on_joined(1, 0.0)).until_s == 100);
+  // An early return of the wait is not a timeout.
+  CHECK(as<AwaitClose>(m.on_wait_expired(50)).until_s == 100);
+  CHECK(as<JoinTimedOut>(m.on_wait_expired(100)).min_nodes == 3);
+}
+
+TEST_CASE("join: the MIN-th node runs the last call, then closes with who joined") {
+  JoinStateMachine m(policy(2, 4, 0, 30), 600);
+  CHECK(as<AwaitClose>(m.on_joined(2, 10.0)).until_s == 40);
+  CHECK(as<AwaitClose>(m.on_wait_expired(20)).until_s == 40);  // spurious
+  as<ReadJoinedCount>(m.on_wait_expired(40));
+  CHECK(as<CloseRound>(m.on_joined_count(3)).participants == 3);
+  CHECK(as<BecomeParticipant>(m.on_closed(3)).participants == 3);
+}
+
+TEST_CASE("join: the last call never outlives the join deadline") {
+  JoinStateMachine m(policy(1, 4, 0, 30), 15);
+  CHECK(as<AwaitClose>(m.on_joined(1, 10.0)).until_s == 15);
+  as<ReadJoinedCount>(m.on_wait_expired(15));
+  // More joiners than MAX by the time the counter is read: the round takes MAX.
+  CHECK(as<CloseRound>(m.on_joined_count(9)).participants == 4);
+}
+
+TEST_CASE("join: an expected count (survivors + waiting) closes without a last call") {
+  JoinStateMachine m(policy(1, 4, 2), 600);
+  CHECK(m.close_target() == 2);
+  CHECK(as<CloseRound>(m.on_joined(2, 0)).participants == 2);
+  JoinStateMachine low(policy(2, 4, 1), 600);
+  CHECK(low.close_target() == 2);  // never below MIN
+  CHECK(std::holds_alternative<AwaitClose>(low.on_joined(1, 0)));
+}
+
+TEST_CASE("join: a slot past the closed count (or past MAX) is late") {
+  JoinStateMachine over(policy(1, 2), 600);
+  CHECK(as<AwaitClose>(over.on_joined(3, 0)).until_s == 600);
+  CHECK(as<BecomeLate>(over.on_closed(2)).participants == 2);
+  // The last call closed the round at 2 just before this node took slot 3.
+  JoinStateMachine third(policy(2, 4, 0, 1), 600);
+  as<AwaitClose>(third.on_joined(3, 0));
+  CHECK(as<BecomeLate>(third.on_closed(2)).participants == 2);
+}
+
+TEST_CASE("heartbeat: a peer that stops is lost within interval x max_attempt") {
+  const double interval = 5;
+  HeartbeatMonitor m(interval, 3, 0);
+  double t = 0;
+  int64_t counter = 0;
+  // Healthy: beats every interval (with some jitter); checks every check_period.
+  for (; t < 100; t += m.check_period_s()) {
+    if (static_cast<int64_t>(t / (interval + 0.3)) > counter) {
+      ++counter;
+    }
+    REQUIRE_FALSE(m.observe(counter, t));
+  }
+  // The peer dies just after its last beat: detected by death + 3 x interval.
+  const double death = t;
+  ++counter;
+  REQUIRE_FALSE(m.observe(counter, t));
+  double detected = -1;
+  for (t += m.check_period_s(); t < death + 60; t += m.check_period_s()) {
+    if (m.observe(counter, t)) {
+      detected = t;
+      break;
+    }
+  }
+  REQUIRE(detected > 0);
+  CHECK(detected - death <= interval * 3 + 1e-9);
+  CHECK(detected - death >= interval + m.check_period_s());
+  CHECK(m.observe(counter + 5, detected + 1));  // lost stays lost
+}
+
+TEST_CASE("heartbeat: never declared lost while the counter moves, even slowly at max_attempt 1") {
+  HeartbeatMonitor m(1.0, 1, 0);
+  int64_t counter = 0;
+  for (double t = 0; t < 50; t += m.check_period_s()) {
+    if (static_cast<int64_t>(t / 1.2) > counter) {
+      counter = static_cast<int64_t>(t / 1.2);
+    }
+    REQUIRE_FALSE(m.observe(counter, t));
+  }
+}
+
+TEST_CASE("failure decisions count restarts job-wide") {
+  CHECK(decide_failure(1, 0) == FailureDecision::kExhausted);
+  CHECK(decide_failure(1, 1) == FailureDecision::kRestart);
+  CHECK(decide_failure(3, 2) == FailureDecision::kExhausted);
+  CHECK(parse_failure_decision(to_string(FailureDecision::kRestart)) == FailureDecision::kRestart);
+  CHECK(parse_failure_decision(to_string(FailureDecision::kExhausted)) ==
+        FailureDecision::kExhausted);
+  CHECK_FALSE(parse_failure_decision("bogus"));
+}
+
+TEST_CASE("round signals: failure first, then loss, then waiting nodes that fit") {
+  WakeObservation o;
+  o.participants = 2;
+  o.max_nodes = 3;
+  CHECK(decide_round_signal(o) == RoundSignal::kNone);
+  o.waiting_nodes = 1;
+  CHECK(decide_round_signal(o) == RoundSignal::kMembershipChange);
+  o.participants = 3;  // full: waiting nodes are spares
+  CHECK(decide_round_signal(o) == RoundSignal::kNone);
+  o.lost_nodes = 1;
+  CHECK(decide_round_signal(o) == RoundSignal::kMembershipChange);
+  o.failure = FailureDecision::kRestart;
+  CHECK(decide_round_signal(o) == RoundSignal::kRestartRequested);
+  o.failure = FailureDecision::kExhausted;
+  CHECK(decide_round_signal(o) == RoundSignal::kJobFailed);
+}
+
+TEST_CASE("next round's expected nodes: survivors plus waiting, within 1..MAX") {
+  CHECK(next_round_expected_nodes(3, 1, 0, 3) == 2);
+  CHECK(next_round_expected_nodes(2, 0, 1, 3) == 3);
+  CHECK(next_round_expected_nodes(3, 0, 5, 3) == 3);
+  CHECK(next_round_expected_nodes(2, 2, 0, 3) == 1);
+  CHECK(next_round_expected_nodes(2, 99, 0, 3) == 1);
+}
+
+TEST_CASE("records round-trip and reject bad input with the slot named") {
+  auto r = node("10.0.0.7", 42, 3, 8, 2, 4);
+  auto back = decode_node_record(encode_node_record(r), 1);
+  CHECK(back.addr == r.addr);
+  CHECK(back.pid == 42);
+  CHECK(back.nonce == r.nonce);
+  CHECK(back.nproc_per_node == 8);
+  CHECK(back.rank_hint == 3);
+  CHECK(back.min_nodes == 2);
+  CHECK(back.max_nodes == 4);
+  CHECK_FALSE(decode_node_record(encode_node_record(node("a", 1)), 1).rank_hint);
+  CHECK_THROWS_WITH(decode_node_record("not json", 5), Catch::Contains("slot 5"));
+  CHECK_THROWS_WITH(
+      decode_node_record(R"({"addr":"a","nonce":"x","pid":1,"nproc":0,"min":1,"max":1})", 2),
+      Catch::Contains("nproc"));
+  CHECK_THROWS_WITH(decode_node_record(R"({"addr":"a","nonce":"x","pid":1,"nproc":1,"min":1})", 2),
+                    Catch::Contains("max"));
+  CHECK_THROWS_WITH(decode_node_record("error agents disagree", 2),
+                    Catch::Equals("agents disagree"));
+}
+
+TEST_CASE("ranks: hint first, then address, then pid; heterogeneous nproc") {
+  // Slots in join order: c, a (hint 0), b, a again with a higher pid.
+  std::vector<NodeRecord> records = {node("c", 1, std::nullopt, 1), node("z", 9, 0, 4),
+                                     node("b", 5, std::nullopt, 2), node("b", 3, std::nullopt, 2)};
+  auto a = assign_dynamic_ranks(records, 7);
+  REQUIRE(a.size() == 4);
+  CHECK(a[1].group_rank == 0);  // hint 0
+  CHECK(a[3].group_rank == 1);  // b, pid 3
+  CHECK(a[2].group_rank == 2);  // b, pid 5
+  CHECK(a[0].group_rank == 3);  // c
+  CHECK(a[1].base_global_rank == 0);
+  CHECK(a[3].base_global_rank == 4);
+  CHECK(a[2].base_global_rank == 6);
+  CHECK(a[0].base_global_rank == 8);
+  for (const auto& x : a) {
+    CHECK(x.world_size == 9);
+    CHECK(x.group_world_size == 4);
+    CHECK(x.restart_count == 7);
+    CHECK(x.rank0_slot == 2);
+  }
+  // The ring: rank r watches rank r + 1.
+  CHECK(a[1].neighbor_slot == 4);
+  CHECK(a[0].neighbor_slot == 2);
+  // The same membership in another join order gives the same ranks.
+  std::vector<NodeRecord> shuffled = {records[3], records[0], records[1], records[2]};
+  auto b = assign_dynamic_ranks(shuffled, 0);
+  CHECK(b[0].group_rank == 1);
+  CHECK(b[1].group_rank == 3);
+  CHECK(b[2].group_rank == 0);
+  CHECK(b[3].group_rank == 2);
+}
+
+TEST_CASE("ranks: disagreeing --nnodes names both values") {
+  std::vector<NodeRecord> records = {node("a", 1, std::nullopt, 1, 2, 2),
+                                     node("b", 2, std::nullopt, 1, 3, 3)};
+  CHECK_THROWS_WITH(assign_dynamic_ranks(records, 0),
+                    Catch::Contains("--nnodes 2") && Catch::Contains("--nnodes 3"));
+  std::vector<NodeRecord> elastic = {node("a", 1, std::nullopt, 1, 1, 2),
+                                     node("b", 2, std::nullopt, 1, 1, 3)};
+  CHECK_THROWS_WITH(assign_dynamic_ranks(elastic, 0),
+                    Catch::Contains("1:2") && Catch::Contains("1:3"));
+}
+
+TEST_CASE("static ranks follow --node_rank") {
+  std::vector<NodeRecord> records = {node("b", 1, 0), node("a", 2, 1)};
+  auto a = assign_static_ranks(records, 0);
+  CHECK(a[0].group_rank == 0);
+  CHECK(a[1].group_rank == 1);
+  CHECK(a[1].base_global_rank == 2);
+  records[1].rank_hint = 0;
+  CHECK_THROWS(assign_static_ranks(records, 0));
+}
+
+TEST_CASE("assignments round-trip; published errors and garbage raise") {
+  Assignment a{2, 3, 4, 6, 1, 1, 2};
+  auto back = decode_assignment(encode_assignment(a));
+  CHECK(back.group_rank == 2);
+  CHECK(back.group_world_size == 3);
+  CHECK(back.base_global_rank == 4);
+  CHECK(back.world_size == 6);
+  CHECK(back.restart_count == 1);
+  CHECK(back.neighbor_slot == 1);
+  CHECK(back.rank0_slot == 2);
+  CHECK_THROWS_WITH(decode_assignment(encode_assignment_error("boom")), Catch::Equals("boom"));
+  CHECK_THROWS(decode_assignment("ok 1 2"));
+  CHECK_THROWS(decode_assignment("ok 5 2 0 2 0 1 1"));  // rank beyond world
+  CHECK_THROWS(decode_assignment("ok -1 2 0 2 0 1 1"));
+  CHECK_THROWS(decode_assignment("ok 0 2 0 2 0 1 1 9"));
+  CHECK_THROWS(decode_assignment("garbage"));
+}
+
+TEST_CASE("failure lines: root cause first, malformed lines skipped, count bounded") {
+  const WorkerFailure late = failure(20, "b", 3, -15, "Signal 15 (SIGTERM)");
+  const WorkerFailure early = failure(10, "a", 0, 1, std::string("bad \xff utf8"));
+  const std::string text =
+      encode_failure_line(late) + "{not json\n" + encode_failure_line(early) + "\n";
+  auto failures = decode_failure_lines(text);
+  REQUIRE(failures.size() == 2);
+  CHECK(failures[0].host == "a");
+  CHECK(failures[0].exit_code == 1);
+  CHECK(failures[1].host == "b");
+  CHECK(failures[1].exit_code == -15);
+  CHECK(decode_failure_lines(text, 1).size() == 1);
+}
+
+TEST_CASE("settings: torchrun's defaults, every key, bad values named") {
+  auto d = parse_rdzv_settings({});
+  CHECK(d.join_timeout_s == 600);
+  CHECK(d.last_call_timeout_s == 30);
+  CHECK(d.close_timeout_s == 30);
+  CHECK(d.keep_alive_interval_s == 5);
+  CHECK(d.keep_alive_max_attempt == 3);
+  CHECK(d.heartbeat_timeout_s == 5);
+  CHECK(d.read_timeout_s == 60);
+  CHECK_FALSE(d.is_host);
+  auto s = parse_rdzv_settings({{"join_timeout", "7"},
+                                {"last_call_timeout", "0"},
+                                {"close_timeout", "2.5"},
+                                {"keep_alive_interval", "0.2"},
+                                {"keep_alive_max_attempt", "4"},
+                                {"heartbeat_timeout", "1"},
+                                {"read_timeout", "9"},
+                                {"is_host", "yes"},
+                                {"unknown_key", "whatever"}});
+  CHECK(s.join_timeout_s == 7);
+  CHECK(s.last_call_timeout_s == 0);
+  CHECK(s.close_timeout_s == 2.5);
+  CHECK(s.keep_alive_interval_s == 0.2);
+  CHECK(s.keep_alive_max_attempt == 4);
+  CHECK(s.heartbeat_timeout_s == 1);
+  CHECK(s.read_timeout_s == 9);
+  CHECK(s.is_host == true);
+  CHECK(parse_rdzv_settings({{"is_host", "0"}}).is_host == false);
+  CHECK_THROWS_WITH(parse_rdzv_settings({{"join_timeout", "-1"}}), Catch::Contains("join_timeout"));
+  CHECK_THROWS_WITH(parse_rdzv_settings({{"join_timeout", "0"}}), Catch::Contains("join_timeout"));
+  CHECK_THROWS_WITH(parse_rdzv_settings({{"keep_alive_max_attempt", "1.5"}}),
+                    Catch::Contains("keep_alive_max_attempt"));
+  CHECK_THROWS_WITH(parse_rdzv_settings({{"is_host", "maybe"}}), Catch::Contains("is_host"));
+}
+
+TEST_CASE("store host: is_host wins, then --local_addr, then the machine's names") {
+  LocalIdentity me{{"node1", "node1.cluster"}, {"10.1.2.3", "127.0.0.1"}};
+  HostQuestion q;
+  q.endpoint_host = "node1.cluster";
+  CHECK(should_host_store(q, me));
+  q.endpoint_host = "node2";
+  q.endpoint_addresses = {"10.1.2.4"};
+  CHECK_FALSE(should_host_store(q, me));
+  q.endpoint_addresses = {"10.1.2.3"};  // resolves to one of our interfaces
+  CHECK(should_host_store(q, me));
+  q.endpoint_host = "localhost";
+  CHECK(should_host_store(q, me));
+  q.forced = false;
+  CHECK_FALSE(should_host_store(q, me));
+  q.forced = true;
+  q.endpoint_host = "elsewhere";
+  q.endpoint_addresses = {"192.0.2.1"};
+  CHECK(should_host_store(q, me));
+
+  // Agents on 127.0.0.2 and 127.0.0.3 of one machine, endpoint on 127.0.0.2.
+  HostQuestion local;
+  local.endpoint_host = "127.0.0.2";
+  local.endpoint_addresses = {"127.0.0.2"};
+  local.local_addr = "127.0.0.2";
+  local.local_addr_addresses = {"127.0.0.2"};
+  CHECK(should_host_store(local, me));
+  local.local_addr = "127.0.0.3";
+  local.local_addr_addresses = {"127.0.0.3"};
+  CHECK_FALSE(should_host_store(local, me));
+  local.local_addr = "node1";  // a name resolving to the endpoint's address
+  local.local_addr_addresses = {"127.0.0.2"};
+  CHECK(should_host_store(local, me));
+}
+
+TEST_CASE("store bind address: exact for numeric loopback, every interface otherwise") {
+  CHECK(store_bind_address("127.0.0.3") == "127.0.0.3");
+  CHECK(store_bind_address("node1") == "0.0.0.0");
+  CHECK(store_bind_address("10.0.0.1") == "0.0.0.0");
+  CHECK(is_loopback_address("127.5.5.5"));
+  CHECK(is_loopback_address("::1"));
+  CHECK_FALSE(is_loopback_address("10.0.0.1"));
+}
