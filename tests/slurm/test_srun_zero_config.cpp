@@ -10,18 +10,6 @@
 using namespace std::chrono_literals;
 using namespace ddprun::slurm_test;
 
-TEST_CASE("srun ddprun --print-config shows the values Slurm gave") {
-  SlurmCluster cluster;
-  const auto shown = cluster.client({"srun", "-N2", "--ntasks-per-node=1", "-l",
-                                     ddprun_binary().string(), "--print-config", "train"},
-                                    30s);
-  INFO(shown.output);
-  REQUIRE(shown.exit_status == 0);
-  CHECK_THAT(shown.output, Catch::Contains("slurm:SLURM_NODEID"));
-  CHECK_THAT(shown.output, Catch::Contains("node1:29400"));
-  CHECK_THAT(shown.output, Catch::Contains("c10d"));
-}
-
 TEST_CASE("srun -N2 --ntasks-per-node=1 ddprun train works with no flags") {
   SlurmCluster cluster;
   const auto dir = cluster.job_dir();
