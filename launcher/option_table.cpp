@@ -24,9 +24,10 @@ constexpr std::array kOptions{
     OptionSpec{"rdzv_id", "rdzv-id", '\0', kValue, kNodes, true, "ID",
                "Job id, the same on every node. Default none; JOB.STEP under Slurm."},
     OptionSpec{"rdzv_conf", "rdzv-conf", '\0', kValue, kNodes, true, "K=V[,K=V...]",
-               "Rendezvous settings, e.g. join_timeout=600,last_call_timeout=30,"
-               "close_timeout=30,heartbeat_timeout=5,keep_alive_interval=5,"
-               "keep_alive_max_attempt=3,read_timeout=60,is_host=1,store_type=tcp."},
+               "Rendezvous settings, e.g. join_timeout=900,is_host=1. Keys: join_timeout (600), "
+               "last_call_timeout (30), close_timeout (30), heartbeat_timeout (5), "
+               "keep_alive_interval (5), read_timeout (60), all in seconds; "
+               "keep_alive_max_attempt (3); is_host (1/0); store_type (tcp|file)."},
     OptionSpec{"standalone", "", '\0', kFlag, kNodes, true, "",
                "Single-node job: c10d rendezvous on localhost at a free port with a fresh "
                "random id; overrides the other rendezvous options."},
@@ -48,7 +49,7 @@ constexpr std::array kOptions{
                "GPU, honouring CUDA_VISIBLE_DEVICES) or auto (gpu if there are GPUs, else cpu). "
                "Default 1; SLURM_GPUS_ON_NODE under Slurm."},
     OptionSpec{"role", "", '\0', kValue, kWorkers, true, "NAME",
-               "Worker role name (ROLE_NAME, and the [role0]: log prefix). Default default."},
+               "Worker role name (ROLE_NAME, and the [role0]: log prefix). Default: default."},
     OptionSpec{"start_method", "start-method", '\0', kValue, kWorkers, true,
                "spawn|fork|forkserver",
                "Accepted for compatibility; workers are always separate processes. "
