@@ -15,13 +15,20 @@ namespace {
 
 using namespace ddprun::rendezvous;
 
-// Many clients means many descriptors: take the hard limit.
+// Many clients means many descriptors (PyTorch <= 2.0 clients open two each): raise the
+// hard limit where we may (root), else take the hard limit as it is.
 void raise_descriptor_limit() {
+  constexpr rlim_t kWanted = 1 << 20;
   rlimit limit{};
-  if (::getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
-    limit.rlim_cur = limit.rlim_max;
-    ::setrlimit(RLIMIT_NOFILE, &limit);
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) {
+    return;
   }
+  const rlimit raised{kWanted, kWanted};
+  if (limit.rlim_max < kWanted && ::setrlimit(RLIMIT_NOFILE, &raised) == 0) {
+    return;
+  }
+  limit.rlim_cur = limit.rlim_max;
+  ::setrlimit(RLIMIT_NOFILE, &limit);
 }
 
 int run(int argc, char** argv) {
