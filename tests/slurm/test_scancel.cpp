@@ -36,6 +36,7 @@ TEST_CASE("scancel: the workers get SIGTERM, snapshot, and nothing is left runni
   INFO(tasks << (outcome ? outcome->raw : "(job still running)"));
   REQUIRE(outcome);
   CHECK(outcome->state == "CANCELLED");
+  CHECK_THAT(tasks, Catch::Contains("preempted: stopping after epoch"));
   CHECK_THAT(tasks, Catch::Contains("ddprun on node1 exited 143"));
   CHECK_THAT(tasks, Catch::Contains("ddprun on node2 exited 143"));
   // The snapshot was rewritten after the SIGTERM, not only left from the last epoch.

@@ -20,11 +20,10 @@ TEST_CASE("srun -N2 --ntasks-per-node=1 ddprun train works with no flags") {
     args.push_back(override_arg);
   }
   const auto trained = cluster.client(args, 150s);
-  const auto metrics = read_file(dir / "metrics.jsonl");
-  INFO(trained.output << "\n" << metrics);
+  INFO(trained.output);
   REQUIRE_FALSE(trained.timed_out);
   CHECK(trained.exit_status == 0);
   CHECK(std::filesystem::exists(dir / "snapshot.pt"));
-  CHECK_THAT(metrics, Catch::Contains("\"world_size\":2"));
-  CHECK_THAT(metrics, Catch::Contains("\"epoch\":2"));
+  CHECK_THAT(trained.output, Catch::Contains("ddprun-train: 2 rank(s)"));
+  CHECK_THAT(trained.output, Catch::Contains("done: 2 epochs"));
 }

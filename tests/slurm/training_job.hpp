@@ -22,8 +22,7 @@ inline std::vector<std::string> tiny_training(const std::filesystem::path& dir, 
           "trainer_config.save_every=1",
           "trainer_config.max_epochs=" + std::to_string(max_epochs),
           "trainer_config.steps_per_epoch=" + std::to_string(steps_per_epoch),
-          "trainer_config.snapshot_path=" + (dir / "snapshot.pt").string(),
-          "trainer_config.metrics_path=" + (dir / "metrics.jsonl").string()};
+          "trainer_config.snapshot_path=" + (dir / "snapshot.pt").string()};
 }
 
 // `sbatch --export` value that gives the job this build's ddprun plus `extra` (e.g. "A=b").

@@ -1,0 +1,82 @@
+// slurm/mingpt-requeue.sbatch: the SIGUSR1 that `--signal=B:USR1@N` sends before the time limit
+// makes the trainers snapshot and stop (ddprun exits 143), the job requeues itself, and its
+// second run resumes from the snapshot and finishes.
+
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+
+#include "slurm_cluster.hpp"
+#include "training_job.hpp"
+#include "wait_for_path.hpp"
+
+using namespace std::chrono_literals;
+using namespace ddprun::slurm_test;
+
+namespace {
+
+constexpr int kEpochs = 3;
+
+// A `scontrol show job -o` field, e.g. "Restarts".
+std::string job_field(const SlurmCluster& cluster, const std::string& job, const std::string& key) {
+  const auto shown = cluster.client({"scontrol", "show", "job", "-o", job}, 30s);
+  const auto at = shown.output.find(" " + key + "=");
+  if (at == std::string::npos) {
+    return "";
+  }
+  const auto begin = at + key.size() + 2;
+  return shown.output.substr(begin, shown.output.find_first_of(" \n", begin) - begin);
+}
+
+}  // namespace
+
+TEST_CASE("mingpt-requeue.sbatch: USR1 before the time limit snapshots, requeues, resumes") {
+  SlurmCluster cluster;
+  const auto dir = cluster.job_dir();
+  const auto out = dir / "job.out";
+  std::vector<std::string> args = {"--chdir",
+                                   dir.string(),
+                                   "-o",
+                                   out.string(),
+                                   export_ddprun(ddprun_binary(), ""),
+                                   std::string(DDPRUN_SOURCE_DIR) + "/slurm/mingpt-requeue.sbatch"};
+  for (auto& override_arg : tiny_training(dir, kEpochs, 30)) {
+    args.push_back(override_arg);
+  }
+  const auto job = cluster.submit(args);
+  const auto snapshot = dir / "snapshot.pt";
+  const bool first_snapshot = wait_for_path(snapshot, 120s);
+  INFO(read_file(out) << cluster.log_tail());
+  REQUIRE(first_snapshot);
+
+  // What Slurm does at the --signal time: SIGUSR1 to the batch shell only.
+  REQUIRE(cluster.client({"scancel", "--batch", "--signal=USR1", job}, 30s).exit_status == 0);
+  // The requeued job waits for its BeginTime (about 2 minutes); start it now instead.
+  bool requeued = false;
+  for (int i = 0; i < 300 && !requeued; ++i) {
+    requeued = job_field(cluster, job, "Restarts") == "1" &&
+               job_field(cluster, job, "JobState") == "PENDING";
+    if (!requeued) {
+      ::usleep(100'000);  // no event tells a client that a job was requeued
+    }
+  }
+  REQUIRE(requeued);
+  REQUIRE(
+      cluster.client({"scontrol", "update", "JobId=" + job, "StartTime=now"}, 30s).exit_status ==
+      0);
+
+  const auto outcome = cluster.wait_for_job_end(job, 150s);
+  const auto printed = read_file(out);
+  INFO(printed << (outcome ? outcome->raw : "(job still running)"));
+  REQUIRE(outcome);
+  CHECK(outcome->state == "COMPLETED");
+  CHECK_THAT(printed, Catch::Contains("SIGUSR1 received"));
+  CHECK_THAT(printed, Catch::Contains("preempted: stopping after epoch"));
+  CHECK_THAT(printed,
+             Catch::Contains("stopped by SIGTERM (requested by this script: yes), requeueing"));
+  CHECK_THAT(printed, Catch::Contains("run 2 on"));
+  CHECK_THAT(printed, Catch::Contains("resumed from " + snapshot.string()));
+  CHECK_THAT(printed, Catch::Contains("done: " + std::to_string(kEpochs) + " epochs"));
+  CHECK_THAT(printed, Catch::Contains("mingpt-requeue: training finished"));
+}
