@@ -407,17 +407,26 @@ int main(int argc, char** argv) {
       repetitions = std::stoi(args[i + 1]);
     } else if (args[i] == "--storm-limit") {
       storm_limit = std::stoi(args[i + 1]);
+    } else if (args[i] == "--clients") {
+      mix_clients.clear();
+      std::istringstream list(args[i + 1]);
+      for (std::string item; std::getline(list, item, ',');) {
+        mix_clients.push_back(std::stoi(item));
+      }
     } else if (args[i] == "--storms") {
       storm_clients.clear();
       std::istringstream list(args[i + 1]);
       for (std::string item; std::getline(list, item, ',');) {
-        storm_clients.push_back(std::stoi(item));
+        if (item != "none") {
+          storm_clients.push_back(std::stoi(item));
+        }
       }
     }
   }
   if (store_binary.empty() || torch_binary.empty()) {
     std::cerr << "usage: store_bench --store PATH --torch-server PATH [--seconds N] "
-                 "[--repetitions N] [--storms 1000,4000,10000] [--storm-limit S]\n";
+                 "[--repetitions N] [--clients 1,16,256] [--storms 1000,4000,10000|none] "
+                 "[--storm-limit S]\n";
     return 2;
   }
   raise_descriptor_limit();
