@@ -16,7 +16,7 @@ class C10dRendezvous final : public StoreRendezvous {
 
  private:
   FormedRound join(const std::optional<FormedRound>& previous) override;
-  bool uses_heartbeats() const override { return true; }
+  bool elastic() const override { return true; }
 
   // The closing node: gathers the records, ranks them, publishes every node's assignment.
   void publish_assignments(uint64_t round, int participants);

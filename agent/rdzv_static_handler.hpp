@@ -14,7 +14,7 @@ class StaticRendezvous final : public StoreRendezvous {
 
  private:
   FormedRound join(const std::optional<FormedRound>& previous) override;
-  bool uses_heartbeats() const override { return false; }
+  bool elastic() const override { return false; }
   void check_config(uint64_t round);
 };
 

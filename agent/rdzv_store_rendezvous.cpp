@@ -131,7 +131,7 @@ void StoreRendezvous::start_watcher(const FormedRound& round) {
   plan.store.op_timeout = millis(settings_.heartbeat_timeout_s);
   plan.wake_key = keys_.wake(round.round, round.slot);
   plan.all_wake_keys = keys_.for_slots(n, [&](int s) { return keys_.wake(round.round, s); });
-  if (uses_heartbeats() && n > 1) {
+  if (elastic() && n > 1) {
     plan.own_heartbeat_key = keys_.heartbeat(round.round, round.slot);
     plan.neighbor_heartbeat_key = keys_.heartbeat(round.round, round.assignment.neighbor_slot);
   }
@@ -149,6 +149,7 @@ RoundInfo StoreRendezvous::next_round() {
   wakeup_.drain();
   signal_ = RoundSignal::kNone;
   exit_barrier_passed_ = false;
+  exit_barrier_attempted_ = false;
   if (current_) {
     // Releases the nodes that wait for this round to end (late arrivals, spares).
     guarded("leaving the round", [&] { client_->set(keys_.reform(current_->round), "1"); });
@@ -201,6 +202,18 @@ bool StoreRendezvous::report_failure(const std::vector<WorkerFailure>& failures)
   }
   const uint64_t r = current_->round;
   const int n = current_->assignment.group_world_size;
+  const bool counted = guarded("publishing the failure", [&] {
+    // Workers that fail in a round that already lost a node fail because of it (a peer's gloo
+    // connection reset): a membership change, not a restart, unless a failure decision exists.
+    if (elastic() && !client_->check({keys_.fail_claim(r)}) && client_->add(keys_.lost(r), 0) > 0) {
+      return false;
+    }
+    return true;
+  });
+  if (!counted) {
+    signal_ = RoundSignal::kMembershipChange;
+    return true;
+  }
   const FailureDecision decision = guarded("publishing the failure", [&] {
     if (!failures.empty()) {
       std::string lines;
@@ -246,6 +259,7 @@ void StoreRendezvous::exit_barrier(std::chrono::duration<double> timeout) {
   }
   const uint64_t r = current_->round;
   const int n = current_->assignment.group_world_size;
+  exit_barrier_attempted_ = true;
   try {
     if (client_->add(keys_.exit_count(r), 1) >= n) {
       client_->set(keys_.exit_done(r), "1");
@@ -276,7 +290,7 @@ void StoreRendezvous::shutdown(bool close_rendezvous) {
     if (close_rendezvous) {
       client_->set(keys_.job_closed(), "1");
       client_->set(keys_.reform(r), "closed");  // releases waiting nodes, who then see closed
-    } else if (signal_ == RoundSignal::kNone && n > 1) {
+    } else if (elastic() && signal_ == RoundSignal::kNone && n > 1) {
       // Stopped by a signal: leave like a lost node, at once, so the others scale down.
       client_->add(keys_.lost(r), 1);
       std::vector<std::string> others;
@@ -290,8 +304,12 @@ void StoreRendezvous::shutdown(bool close_rendezvous) {
     if (client_->add(keys_.left(r), 1) >= n) {
       client_->set(keys_.all_left(r), "1");
     }
-    if (endpoint_.hosted && exit_barrier_passed_) {
-      // The store lives in this process: stay until every node of the round is done with it.
+    // The store lives in this process: stay (up to close_timeout) until every node of the round
+    // is done with it, so the others can still read the job's failures or finish their exit
+    // barrier (torchrun #118891). Not when a node is known to be gone: it will never leave.
+    const bool peers_alive = exit_barrier_passed_ || (!exit_barrier_attempted_ &&
+                                                      signal_ != RoundSignal::kMembershipChange);
+    if (endpoint_.hosted && close_rendezvous && n > 1 && peers_alive) {
       client_->wait({keys_.all_left(r)}, millis(settings_.close_timeout_s));
     }
   } catch (const rendezvous::StoreError& error) {

@@ -54,8 +54,9 @@ class StoreRendezvous : public RendezvousHandler {
 
   // Forms the next round: previous is the round this node last took part in, if any.
   virtual FormedRound join(const std::optional<FormedRound>& previous) = 0;
-  // Whether rounds exchange heartbeats (c10d) or only wake-ups (static).
-  virtual bool uses_heartbeats() const = 0;
+  // Whether membership may change (c10d: heartbeats, scale-down on leave) or is fixed (static:
+  // rounds only wake each other for failures).
+  virtual bool elastic() const = 0;
 
   rendezvous::StoreClient& store() { return *client_; }
   const RdzvKeys& keys() const { return keys_; }
@@ -87,6 +88,7 @@ class StoreRendezvous : public RendezvousHandler {
   std::unique_ptr<RoundWatcher> watcher_;
   RoundSignal signal_ = RoundSignal::kNone;  // once decided for the round, it stays
   bool exit_barrier_passed_ = false;
+  bool exit_barrier_attempted_ = false;
   bool shut_down_ = false;
 };
 

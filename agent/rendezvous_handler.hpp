@@ -23,12 +23,12 @@ class RendezvousError : public std::runtime_error {
 // One formed round, the same on every node of it except the per-node fields.
 struct RoundInfo {
   uint64_t round = 0;
-  int group_rank = 0;          // per node
-  int group_world_size = 1;    // number of nodes in the round
-  int base_global_rank = 0;    // per node: global rank of this node's local rank 0
-  int world_size = 1;          // sum of every node's nproc_per_node
-  int restart_count = 0;       // job-wide TORCHELASTIC_RESTART_COUNT for this round
-  std::string master_addr;     // the workers' store for this round (its keys are fresh)
+  int group_rank = 0;        // per node
+  int group_world_size = 1;  // number of nodes in the round
+  int base_global_rank = 0;  // per node: global rank of this node's local rank 0
+  int world_size = 1;        // sum of every node's nproc_per_node
+  int restart_count = 0;     // job-wide TORCHELASTIC_RESTART_COUNT for this round
+  std::string master_addr;   // the workers' store for this round (its keys are fresh)
   uint16_t master_port = 0;
   std::string run_id;
 };
@@ -62,11 +62,14 @@ class RendezvousHandler {
   // Becomes readable whenever poll() may return something other than kNone, so the run loop
   // blocks on it (with its SIGCHLD and signal descriptors) instead of polling.
   virtual int wakeup_fd() const = 0;
+  // Throws RendezvousError when the store was lost (e.g. its host died) during the round.
   virtual RoundSignal poll() = 0;
 
   // This node's worker group failed. Publishes the failures job-wide and asks every node to
   // restart. Returns true when a restart is allowed (the job-wide restart counter is still
-  // within max_restarts); false when restarts are exhausted and every node stops.
+  // within max_restarts); false when restarts are exhausted and every node stops. A failure in
+  // a round that already lost a node (c10d) is a consequence of the loss: it is not counted,
+  // not published, and returns true (re-form).
   virtual bool report_failure(const std::vector<WorkerFailure>& failures) = 0;
 
   // Every failure published in this job, the root cause (earliest) first.

@@ -283,9 +283,13 @@ TEST_CASE("c10d: a node stopped by a signal leaves; the others re-form without i
     REQUIRE(readable_within(node->wakeup_fd(), 2000));
     CHECK(node->poll() == RoundSignal::kMembershipChange);
   }
+  // b's workers die of the loss (a peer's connection reset): not a restart.
+  CHECK(b->report_failure({failure_at(5.0, "127.0.0.3", 2)}));
   auto rounds = form({a.get(), b.get()});
   check_consistent(rounds, 2);
   CHECK(rounds[0].group_world_size == 2);
+  CHECK(rounds[0].restart_count == 0);
+  CHECK(a->job_failures().empty());
   CHECK(seconds_since(left) < 1.0);  // expected count reached: no last call
 }
 
