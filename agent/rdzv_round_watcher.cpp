@@ -23,8 +23,8 @@ std::chrono::milliseconds to_ms(double seconds) {
 
 }  // namespace
 
-RoundWatcher::RoundWatcher(WatchPlan plan, const EventFd& wakeup)
-    : plan_(std::move(plan)), wakeup_(wakeup), thread_([this] { run(); }) {}
+RoundWatcher::RoundWatcher(WatchPlan plan, rendezvous::StoreClient& client, const EventFd& wakeup)
+    : plan_(std::move(plan)), client_(client), wakeup_(wakeup), thread_([this] { run(); }) {}
 
 RoundWatcher::~RoundWatcher() {
   stop();
@@ -38,9 +38,8 @@ void RoundWatcher::stop() {
 }
 
 void RoundWatcher::run() {
-  std::unique_ptr<rendezvous::StoreClient> client;
+  rendezvous::StoreClient* client = &client_;
   try {
-    client = rendezvous::StoreClient::connect(plan_.store);
     const double interval = plan_.keep_alive_interval_s;
     std::optional<HeartbeatMonitor> monitor;
     if (!plan_.neighbor_heartbeat_key.empty()) {

@@ -1,8 +1,9 @@
 #pragma once
 // The background side of a running round: beats this node's heartbeat counter, watches the
 // next node's (a ring, so O(N) store traffic in total), declares it lost when it stops, and
-// blocks on this node's wake key so any other node can interrupt the round at once. Has its own
-// store connection (clients are not thread-safe).
+// blocks on this node's wake key so any other node can interrupt the round at once. It uses a
+// store connection of its own (clients are not thread-safe), lent for the watcher's lifetime so
+// rounds do not pay for a connect.
 
 #include <atomic>
 #include <string>
@@ -15,7 +16,6 @@
 namespace ddprun::agent::rdzv {
 
 struct WatchPlan {
-  rendezvous::StoreClientOptions store;
   std::string wake_key;                    // ours: set by whoever interrupts the round
   std::vector<std::string> all_wake_keys;  // every participant's, set when we declare a loss
   std::string own_heartbeat_key;           // empty: no heartbeats (alone in the round)
@@ -27,7 +27,8 @@ struct WatchPlan {
 
 class RoundWatcher {
  public:
-  RoundWatcher(WatchPlan plan, const EventFd& wakeup);
+  // `client` is used only by the watcher's thread until stop() returns.
+  RoundWatcher(WatchPlan plan, rendezvous::StoreClient& client, const EventFd& wakeup);
   ~RoundWatcher();  // stops and joins
   RoundWatcher(const RoundWatcher&) = delete;
   RoundWatcher& operator=(const RoundWatcher&) = delete;
@@ -45,6 +46,7 @@ class RoundWatcher {
   void run();
 
   WatchPlan plan_;
+  rendezvous::StoreClient& client_;
   const EventFd& wakeup_;
   std::atomic<bool> stopping_{false};
   std::atomic<bool> woken_{false};

@@ -62,6 +62,10 @@ StoreRendezvous::StoreRendezvous(const launcher::LaunchConfig& config, RdzvSetti
     options.connect_timeout = millis(deadline - now_s());
     try {
       client_ = rendezvous::StoreClient::connect(options);
+      // Heartbeat writes must finish within heartbeat_timeout.
+      options.op_timeout = millis(settings_.heartbeat_timeout_s);
+      options.connect_timeout = millis(settings_.read_timeout_s);
+      watch_client_ = rendezvous::StoreClient::connect(options);
       break;
     } catch (const rendezvous::StoreError& error) {
       if (deadline - now_s() < kConnectRetryFloorS) {
@@ -125,10 +129,6 @@ void StoreRendezvous::start_watcher(const FormedRound& round) {
     return;
   }
   WatchPlan plan;
-  plan.store.host = endpoint_.host;
-  plan.store.port = endpoint_.port;
-  plan.store.connect_timeout = millis(settings_.read_timeout_s);
-  plan.store.op_timeout = millis(settings_.heartbeat_timeout_s);
   plan.wake_key = keys_.wake(round.round, round.slot);
   plan.all_wake_keys = keys_.for_slots(n, [&](int s) { return keys_.wake(round.round, s); });
   if (elastic() && n > 1) {
@@ -138,7 +138,7 @@ void StoreRendezvous::start_watcher(const FormedRound& round) {
   plan.lost_counter_key = keys_.lost(round.round);
   plan.keep_alive_interval_s = settings_.keep_alive_interval_s;
   plan.keep_alive_max_attempt = settings_.keep_alive_max_attempt;
-  watcher_ = std::make_unique<RoundWatcher>(std::move(plan), wakeup_);
+  watcher_ = std::make_unique<RoundWatcher>(std::move(plan), *watch_client_, wakeup_);
 }
 
 RoundInfo StoreRendezvous::next_round() {

@@ -83,6 +83,7 @@ class StoreRendezvous : public RendezvousHandler {
   RdzvKeys keys_;
   NodeRecord self_;
   std::unique_ptr<rendezvous::StoreClient> client_;
+  std::unique_ptr<rendezvous::StoreClient> watch_client_;  // lent to each round's watcher
   EventFd wakeup_;
   std::optional<FormedRound> current_;
   std::unique_ptr<RoundWatcher> watcher_;
