@@ -1,0 +1,78 @@
+"""The reference for bench/train: minGPT (the causal PyTorch module of tests/worker-runtime)
+trained with torch.nn.parallel.DistributedDataParallel over Gloo, the same way ddprun-train
+trains (DistributedSampler, AdamW groups, clipping). Run by torchrun; prints one JSON line.
+usage: python_trainer.py DATA BLOCK N_LAYER N_HEAD N_EMBD BATCH STEPS LOG_EVERY SEED"""
+import json
+import os
+import statistics
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data import DataLoader, Dataset, DistributedSampler
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "tests", "worker-runtime"))
+from mingpt_model import GPT, create_optimizer  # noqa: E402
+
+
+class CharDataset(Dataset):
+    def __init__(self, text, block):
+        chars = sorted(set(text))
+        index = {c: i for i, c in enumerate(chars)}
+        self.vocab = len(chars)
+        self.data = torch.tensor([index[c] for c in text], dtype=torch.long)
+        self.block = block
+
+    def __len__(self):
+        return len(self.data) - self.block
+
+    def __getitem__(self, i):
+        chunk = self.data[i:i + self.block + 1]
+        return chunk[:-1], chunk[1:]
+
+
+def main():
+    path, block, n_layer, n_head, n_embd, batch, steps, log_every, seed = sys.argv[1:10]
+    block, n_layer, n_head, n_embd, batch, steps, log_every, seed = map(
+        int, (block, n_layer, n_head, n_embd, batch, steps, log_every, seed))
+    dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    text = open(path, encoding="utf-8").read()
+    text = text[:int(len(text) * 0.05)]
+    dataset = CharDataset(text, block)
+    g = torch.Generator().manual_seed(seed)
+    n_train = int(len(dataset) * 0.9)
+    train, _ = torch.utils.data.random_split(dataset, [n_train, len(dataset) - n_train], g)
+    sampler = DistributedSampler(train, seed=seed)
+    loader = DataLoader(train, batch_size=batch, sampler=sampler, num_workers=0)
+    torch.manual_seed(seed + rank)
+    model = GPT(dataset.vocab, block, n_layer, n_head, n_embd)
+    optimizer = create_optimizer(model, learning_rate=3e-3)
+    model = DDP(model)
+    rates, window_start, done = [], time.perf_counter(), 0
+    sampler.set_epoch(1)
+    for x, y in loader:
+        _, loss = model(x, y)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        loss.item()
+        done += 1
+        if done % log_every == 0:
+            now = time.perf_counter()
+            rates.append(log_every * batch * block * world / (now - window_start))
+            window_start = now
+        if done == steps:
+            break
+    if rank == 0:
+        # The first window includes warm-up (allocations, DDP's bucket rebuild): leave it out.
+        print(json.dumps({"tokens_per_second": statistics.median(rates[1:] or rates),
+                          "windows": len(rates)}), flush=True)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,120 @@
+"""Driver of bench/train/run.sh: runs both trainers, prints a table of medians and ratios."""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def run(cmd, cwd, env_extra):
+    env = dict(os.environ, OMP_NUM_THREADS="1", **env_extra)
+    done = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
+    if done.returncode != 0:
+        sys.exit(f"failed ({done.returncode}): {' '.join(cmd)}\n{done.stdout}\n{done.stderr}")
+    return done.stdout
+
+
+def ddprun_tokens(args, world, shape, workdir):
+    block, n_layer, n_head, n_embd, batch = shape
+    metrics = os.path.join(workdir, f"m{world}.jsonl")
+    run([sys.executable, args.torchrun, "--standalone", "--nproc_per_node", str(world),
+         "--no_python", args.trainer, f"data_config.path={args.data}", "data_config.truncate=0.05",
+         f"data_config.block_size={block}", f"gpt_config.n_layer={n_layer}",
+         f"gpt_config.n_head={n_head}", f"gpt_config.n_embd={n_embd}",
+         f"trainer_config.batch_size={batch}", f"trainer_config.steps_per_epoch={args.steps}",
+         "trainer_config.max_epochs=1", "trainer_config.eval_batches=1",
+         f"trainer_config.log_every={args.log_every}", f"trainer_config.seed={args.seed}",
+         "trainer_config.snapshot_path=bench_snapshot.pt", "optimizer_config.learning_rate=0.003",
+         "--metrics", metrics], workdir, {})
+    os.remove(os.path.join(workdir, "bench_snapshot.pt"))
+    rates = [json.loads(l)["tokens_per_second"] for l in open(metrics)
+             if json.loads(l)["kind"] == "step"]
+    os.remove(metrics)
+    return statistics.median(rates[1:] or rates)
+
+
+def python_tokens(args, world, shape, workdir):
+    block, n_layer, n_head, n_embd, batch = shape
+    out = run([sys.executable, args.torchrun, "--standalone", "--nproc_per_node", str(world),
+               os.path.join(HERE, "python_trainer.py"), args.data, str(block), str(n_layer),
+               str(n_head), str(n_embd), str(batch), str(args.steps), str(args.log_every),
+               str(args.seed)], workdir, {})
+    return json.loads(out.strip().splitlines()[-1])["tokens_per_second"]
+
+
+def snapshot_times(args, workdir):
+    """ddprun-train's own save/load of a minGPT-ddp-sized snapshot vs torch.save/torch.load."""
+    common = [args.trainer, "mingpt", f"data_config.path={args.data}",
+              "trainer_config.batch_size=2", "trainer_config.steps_per_epoch=1",
+              "trainer_config.eval_batches=1", "--metrics", "snap.jsonl"]
+    ours_save, ours_load = [], []
+    for repeat in range(args.repeats):
+        for f in ("gpt_snapshot.pt", "snap.jsonl"):
+            if os.path.exists(os.path.join(workdir, f)):
+                os.remove(os.path.join(workdir, f))
+        run(common + ["trainer_config.max_epochs=1"], workdir, {})
+        run(common + ["trainer_config.max_epochs=2"], workdir, {})
+        lines = [json.loads(l) for l in open(os.path.join(workdir, "snap.jsonl"))]
+        ours_save += [l["save_seconds"] for l in lines if l["kind"] == "snapshot"]
+        ours_load += [l["load_seconds"] for l in lines if l["kind"] == "resume"]
+    path = os.path.join(workdir, "gpt_snapshot.pt")
+    size = os.path.getsize(path)
+    ref_save, ref_load = [], []
+    state = torch.load(path)
+    for _ in range(args.repeats):
+        t = time.perf_counter()
+        torch.save(state, os.path.join(workdir, "py.pt"))
+        ref_save.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        torch.load(os.path.join(workdir, "py.pt"))
+        ref_load.append(time.perf_counter() - t)
+    return size, statistics.median(ours_save), statistics.median(ref_save), \
+        statistics.median(ours_load), statistics.median(ref_load)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--trainer", required=True)
+    p.add_argument("--torchrun", required=True)
+    p.add_argument("--data", required=True)
+    p.add_argument("--steps", type=int, default=60)
+    p.add_argument("--log-every", type=int, default=10)
+    p.add_argument("--seed", type=int, default=1337)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--shape", default="64,4,4,128,16",
+                   help="block,n_layer,n_head,n_embd,batch per rank")
+    args = p.parse_args()
+    shape = tuple(int(v) for v in args.shape.split(","))
+    rows = []
+    with tempfile.TemporaryDirectory() as workdir:
+        results = {}
+        for world in (1, 2):
+            ours = statistics.median(ddprun_tokens(args, world, shape, workdir)
+                                     for _ in range(args.repeats))
+            ref = statistics.median(python_tokens(args, world, shape, workdir)
+                                    for _ in range(args.repeats))
+            results[world] = (ours, ref)
+            rows.append((f"tokens/s, {world} rank(s)", ours, ref, ours / ref))
+        eff = [results[2][i] / (2 * results[1][i]) for i in (0, 1)]
+        rows.append(("2-rank scaling efficiency", eff[0], eff[1], eff[0] / eff[1]))
+        size, s_ours, s_ref, l_ours, l_ref = snapshot_times(args, workdir)
+        rows.append((f"snapshot save s ({size / 1e6:.0f} MB)", s_ours, s_ref, s_ours / s_ref))
+        rows.append((f"snapshot load s ({size / 1e6:.0f} MB)", l_ours, l_ref, l_ours / l_ref))
+    block, n_layer, n_head, n_embd, batch = shape
+    print(f"model {n_layer} layers x {n_embd} wide, {n_head} heads, block {block}, batch {batch}"
+          f" per rank, {args.steps} steps, 1 thread per rank, medians of {args.repeats} runs")
+    print(f"{'metric':34} {'ddprun-train':>14} {'PyTorch':>14} {'ratio':>8}")
+    for name, ours, ref, ratio in rows:
+        print(f"{name:34} {ours:14.3f} {ref:14.3f} {ratio:8.2f}")
+    print("(snapshot save: ddprun-train fsyncs file and folder; torch.save does not.)")
+
+
+if __name__ == "__main__":
+    main()

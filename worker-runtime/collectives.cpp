@@ -1,0 +1,146 @@
+#include "collectives.hpp"
+
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#ifdef DDPRUN_WITH_NCCL
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
+
+#include <chrono>
+#include <stdexcept>
+
+namespace ddprun::train {
+namespace {
+
+constexpr std::chrono::seconds kStoreTimeout{300};      // torch.distributed's default
+constexpr std::chrono::minutes kCollectiveTimeout{30};  // kProcessGroupDefaultTimeout
+
+bool is_loopback(const std::string& address) {
+  return address == "localhost" || address.rfind("127.", 0) == 0 || address == "::1";
+}
+
+c10::intrusive_ptr<c10d::Store> connect_store(const RunEnvironment& env) {
+  c10d::TCPStoreOptions options;
+  options.port = static_cast<std::uint16_t>(env.master_port);
+  options.timeout = kStoreTimeout;
+  options.numWorkers = static_cast<std::size_t>(env.world_size);
+  options.isServer = !env.use_agent_store && env.rank == 0;
+  options.waitWorkers = options.isServer;
+  options.multiTenant = true;
+  try {
+    auto tcp = c10::make_intrusive<c10d::TCPStore>(env.master_addr, options);
+    if (!env.use_agent_store) {
+      return tcp;
+    }
+    // PyTorch's env:// rendezvous prefixes the agent's store this way, so one store serves every
+    // restart attempt without stale keys.
+    return c10::make_intrusive<c10d::PrefixStore>(agent_store_prefix(env), tcp);
+  } catch (const std::exception& error) {
+    throw std::runtime_error("cannot reach the rendezvous store at " + env.master_addr + ":" +
+                             std::to_string(env.master_port) + ": " + error.what());
+  }
+}
+
+c10::intrusive_ptr<CollectiveBackend> make_gloo(const c10::intrusive_ptr<c10d::Store>& store,
+                                                const RunEnvironment& env) {
+  auto options = c10d::ProcessGroupGloo::Options::create(kCollectiveTimeout);
+  if (!env.gloo_interface.empty()) {
+    options->devices.push_back(
+        c10d::ProcessGroupGloo::createDeviceForInterface(env.gloo_interface));
+  } else if (is_loopback(env.master_addr)) {
+    // A single-node job: keep the traffic on the loopback interface.
+    options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+  } else {
+    options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+  }
+  return c10::make_intrusive<c10d::ProcessGroupGloo>(store, static_cast<int>(env.rank),
+                                                     static_cast<int>(env.world_size), options);
+}
+
+}  // namespace
+
+Collectives::Collectives(const RunEnvironment& env) : rank_(env.rank), world_size_(env.world_size) {
+#ifdef DDPRUN_WITH_NCCL
+  const bool use_cuda = torch::cuda::is_available();
+  if (use_cuda) {
+    device_ = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(env.local_rank));
+  }
+#endif
+  if (world_size_ == 1) {
+    return;
+  }
+  store_ = connect_store(env);
+#ifdef DDPRUN_WITH_NCCL
+  if (use_cuda) {
+    backend_ = c10::make_intrusive<c10d::ProcessGroupNCCL>(store_, static_cast<int>(rank_),
+                                                           static_cast<int>(world_size_));
+    return;
+  }
+#endif
+  backend_ = make_gloo(store_, env);
+}
+
+Collectives::~Collectives() = default;
+
+c10::intrusive_ptr<c10d::Work> Collectives::start_allreduce_sum(torch::Tensor& tensor) {
+  if (!backend_) {
+    return {};
+  }
+  std::vector<torch::Tensor> tensors{tensor};
+  c10d::AllreduceOptions options;
+  options.reduceOp = c10d::ReduceOp::SUM;  // Gloo has no AVG: sum, then divide
+  return backend_->allreduce(tensors, options);
+}
+
+void Collectives::wait(const c10::intrusive_ptr<c10d::Work>& work) {
+  if (work) {
+    work->wait();
+  }
+}
+
+void Collectives::allreduce_sum(torch::Tensor& tensor) {
+  wait(start_allreduce_sum(tensor));
+}
+
+void Collectives::allreduce_max(torch::Tensor& tensor) {
+  if (!backend_) {
+    return;
+  }
+  std::vector<torch::Tensor> tensors{tensor};
+  c10d::AllreduceOptions options;
+  options.reduceOp = c10d::ReduceOp::MAX;
+  backend_->allreduce(tensors, options)->wait();
+}
+
+void Collectives::broadcast_from_rank0(const std::vector<torch::Tensor>& tensors) {
+  if (!backend_ || tensors.empty()) {
+    return;
+  }
+  torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> flat_parts;
+  flat_parts.reserve(tensors.size());
+  for (const auto& t : tensors) {
+    flat_parts.push_back(t.detach().reshape({-1}));
+  }
+  std::vector<torch::Tensor> flat{torch::cat(flat_parts)};
+  c10d::BroadcastOptions options;
+  options.rootRank = 0;
+  backend_->broadcast(flat, options)->wait();
+  int64_t offset = 0;
+  for (const auto& t : tensors) {
+    const int64_t n = t.numel();
+    t.detach().copy_(flat[0].narrow(0, offset, n).view(t.sizes()));
+    offset += n;
+  }
+}
+
+void Collectives::barrier() {
+  if (!backend_) {
+    return;
+  }
+  auto token = torch::zeros({1}, torch::TensorOptions().device(device_));
+  allreduce_sum(token);
+}
+
+}  // namespace ddprun::train

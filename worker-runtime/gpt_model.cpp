@@ -1,0 +1,158 @@
+#include "gpt_model.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <set>
+
+namespace ddprun::train {
+
+namespace F = torch::nn::functional;
+
+EmbeddingStemImpl::EmbeddingStemImpl(const GptShape& shape) {
+  tok_emb_ = register_module("tok_emb", torch::nn::Embedding(shape.vocab_size, shape.n_embd));
+  pos_emb_ = register_parameter("pos_emb", torch::zeros({1, shape.block_size, shape.n_embd}));
+  drop_ = register_module("drop", torch::nn::Dropout(shape.embd_pdrop));
+}
+
+torch::Tensor EmbeddingStemImpl::forward(const torch::Tensor& idx) {
+  const int64_t length = idx.size(1);
+  TORCH_CHECK(length <= pos_emb_.size(1), "sequence of ", length, " tokens exceeds block_size ",
+              pos_emb_.size(1));
+  return drop_(tok_emb_(idx) + pos_emb_.narrow(1, 0, length));
+}
+
+SelfAttentionImpl::SelfAttentionImpl(int64_t n_embd, int64_t n_head, double dropout)
+    : n_head_(n_head), dropout_(dropout) {
+  in_proj_weight_ = register_parameter("in_proj_weight", torch::empty({3 * n_embd, n_embd}));
+  in_proj_bias_ = register_parameter("in_proj_bias", torch::zeros({3 * n_embd}));
+  out_proj_ = register_module("out_proj", torch::nn::Linear(n_embd, n_embd));
+  // nn.MultiheadAttention._reset_parameters; minGPT's _init_weights never touches in_proj_weight.
+  torch::NoGradGuard no_grad;
+  torch::nn::init::xavier_uniform_(in_proj_weight_);
+}
+
+torch::Tensor SelfAttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& future) {
+  const int64_t batch = x.size(0);
+  const int64_t length = x.size(1);
+  const int64_t width = x.size(2);
+  const int64_t head_width = width / n_head_;
+  const auto qkv = F::linear(x, in_proj_weight_, in_proj_bias_).chunk(3, -1);
+  auto heads = [&](const torch::Tensor& t) {
+    return t.view({batch, length, n_head_, head_width}).transpose(1, 2);
+  };
+  // Scale q before the product, as nn.MultiheadAttention does.
+  const auto q = heads(qkv[0]) * (1.0 / std::sqrt(static_cast<double>(head_width)));
+  auto scores = torch::matmul(q, heads(qkv[1]).transpose(-2, -1));
+  scores = scores.masked_fill(future, -std::numeric_limits<float>::infinity());
+  auto weights = torch::softmax(scores, -1);
+  weights = F::dropout(weights, F::DropoutFuncOptions().p(dropout_).training(is_training()));
+  const auto mixed =
+      torch::matmul(weights, heads(qkv[2])).transpose(1, 2).reshape({batch, length, width});
+  return out_proj_(mixed);
+}
+
+AttentionLayerImpl::AttentionLayerImpl(const GptShape& shape) {
+  attn_ = register_module("attn", SelfAttention(shape.n_embd, shape.n_head, shape.attn_pdrop));
+  c_proj_ = register_module("c_proj", torch::nn::Linear(shape.n_embd, shape.n_embd));
+  resid_drop_ = register_module("resid_drop", torch::nn::Dropout(shape.resid_pdrop));
+  mask_ = register_buffer("mask", torch::tril(torch::ones({shape.block_size, shape.block_size}))
+                                      .view({1, 1, shape.block_size, shape.block_size}));
+}
+
+torch::Tensor AttentionLayerImpl::forward(const torch::Tensor& x) {
+  const int64_t length = x.size(1);
+  // True where a position would look at a later one.
+  const auto future = mask_.index({0, 0}).narrow(0, 0, length).narrow(1, 0, length) == 0;
+  return resid_drop_(c_proj_(attn_(x, future)));
+}
+
+BlockImpl::BlockImpl(const GptShape& shape) {
+  ln1_ = register_module("ln1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({shape.n_embd})));
+  ln2_ = register_module("ln2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({shape.n_embd})));
+  attn_ = register_module("attn", AttentionLayer(shape));
+  mlp_ = register_module(
+      "mlp",
+      torch::nn::Sequential(torch::nn::Linear(shape.n_embd, 4 * shape.n_embd), torch::nn::GELU(),
+                            torch::nn::Linear(4 * shape.n_embd, shape.n_embd),
+                            torch::nn::Dropout(shape.resid_pdrop)));
+}
+
+torch::Tensor BlockImpl::forward(const torch::Tensor& x) {
+  auto y = x + attn_(ln1_(x));
+  return y + mlp_->forward(ln2_(y));
+}
+
+GptImpl::GptImpl(const GptShape& shape) : shape_(shape) {
+  emb_stem_ = register_module("emb_stem", EmbeddingStem(shape));
+  blocks_ = register_module("blocks", torch::nn::ModuleList());
+  for (int64_t k = 0; k < shape.n_layer; ++k) {
+    blocks_->push_back(Block(shape));
+  }
+  ln_f_ =
+      register_module("ln_f", torch::nn::LayerNorm(torch::nn::LayerNormOptions({shape.n_embd})));
+  head_ = register_module(
+      "head",
+      torch::nn::Linear(torch::nn::LinearOptions(shape.n_embd, shape.vocab_size).bias(false)));
+  initialise();
+}
+
+void GptImpl::initialise() {
+  torch::NoGradGuard no_grad;
+  // minGPT's _init_weights, applied to every Linear (MHA's out_proj included) and Embedding.
+  for (const auto& module : modules(/*include_self=*/false)) {
+    if (auto* linear = module->as<torch::nn::Linear>()) {
+      linear->weight.normal_(0.0, 0.02);
+      if (linear->bias.defined()) {
+        linear->bias.zero_();
+      }
+    } else if (auto* embedding = module->as<torch::nn::Embedding>()) {
+      embedding->weight.normal_(0.0, 0.02);
+    } else if (auto* norm = module->as<torch::nn::LayerNorm>()) {
+      norm->weight.fill_(1.0);
+      norm->bias.zero_();
+    }
+  }
+  // GPT-2's scaled init of the residual projections.
+  const double std = 0.02 / std::sqrt(2.0 * static_cast<double>(shape_.n_layer));
+  for (auto& item : named_parameters()) {
+    const auto& name = item.key();
+    if (name.size() >= 13 && name.compare(name.size() - 13, 13, "c_proj.weight") == 0) {
+      item.value().normal_(0.0, std);
+    }
+  }
+}
+
+torch::Tensor GptImpl::forward(const torch::Tensor& idx) {
+  auto x = emb_stem_(idx);
+  for (const auto& block : *blocks_) {
+    x = block->as<BlockImpl>()->forward(x);
+  }
+  return head_(ln_f_(x));
+}
+
+torch::Tensor language_model_loss(const torch::Tensor& logits, const torch::Tensor& targets) {
+  return F::cross_entropy(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}),
+                          F::CrossEntropyFuncOptions().ignore_index(-1));
+}
+
+ParameterGroups optimizer_parameter_groups(const GptImpl& model) {
+  std::set<std::string> decay;
+  for (const auto& item : model.named_modules()) {
+    if (item.value()->as<torch::nn::Linear>() != nullptr) {
+      decay.insert(item.key() + ".weight");
+    }
+  }
+  ParameterGroups groups;
+  for (const auto& item : model.named_parameters()) {
+    const auto& name = item.key();
+    const bool in_proj =
+        name.size() >= 14 && name.compare(name.size() - 14, 14, "in_proj_weight") == 0;
+    (decay.count(name) != 0 || in_proj ? groups.decay : groups.no_decay).push_back(name);
+  }
+  std::sort(groups.decay.begin(), groups.decay.end());
+  std::sort(groups.no_decay.begin(), groups.no_decay.end());
+  return groups;
+}
+
+}  // namespace ddprun::train

@@ -1,0 +1,80 @@
+#pragma once
+// The trainer's configuration: minGPT-ddp's gpt2_train_cfg.yaml layout (data_config, gpt_config,
+// trainer_config, optimizer_config, same keys) plus a few keys of our own, read from YAML or JSON
+// and Hydra-style `section.key=value` overrides. Pure: parsing and validation, no file system.
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ddprun::train {
+
+// Every configuration problem is reported with this type; the message names the key.
+class ConfigError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Marks "use the corpus compiled into the executable" in data_config.path.
+inline constexpr std::string_view kEmbeddedCorpusPath = "embedded:default_corpus.txt";
+
+struct DataConfig {
+  std::string path{kEmbeddedCorpusPath};
+  int64_t block_size = 64;
+  double train_split = 0.9;
+  double truncate = 1.0;
+};
+
+struct GptConfig {
+  int64_t n_layer = 2;
+  int64_t n_head = 4;
+  int64_t n_embd = 64;
+  double embd_pdrop = 0.1;
+  double resid_pdrop = 0.1;
+  double attn_pdrop = 0.1;
+};
+
+struct TrainerConfig {
+  int64_t max_epochs = 4;
+  int64_t batch_size = 32;          // per rank, as in minGPT-ddp
+  int64_t data_loader_workers = 0;  // accepted for compatibility; batches are built in-process
+  double grad_norm_clip = 1.0;
+  std::string snapshot_path = "snapshot.pt";
+  int64_t save_every = 1;
+  bool use_amp = false;  // accepted for compatibility; training runs in fp32
+  // Our additions.
+  int64_t seed = 1337;
+  int64_t steps_per_epoch = 0;  // 0: a full pass over the training split
+  int64_t eval_batches = 0;     // 0: the whole test split
+  int64_t log_every = 10;
+  std::string metrics_path;  // empty: no JSON lines
+};
+
+struct OptimizerConfig {
+  double weight_decay = 0.1;
+  double learning_rate = 3e-4;
+};
+
+struct TrainConfig {
+  DataConfig data;
+  GptConfig gpt;
+  TrainerConfig trainer;
+  OptimizerConfig optimizer;
+};
+
+// Built-in presets: "default" (small, trains visibly on 2 CPU cores) and "mingpt" (the values of
+// minGPT-ddp's gpt2_train_cfg.yaml, reading tinyshakespeare from input.txt).
+std::vector<std::string> preset_names();
+TrainConfig preset(std::string_view name);  // throws ConfigError for an unknown name
+
+// Applies a YAML (or JSON) document on top of `base`. `source` names the document in messages.
+TrainConfig apply_document(TrainConfig base, std::string_view text, std::string_view source);
+
+// Applies one `section.key=value` override (value parsed as a YAML scalar).
+TrainConfig apply_override(TrainConfig base, std::string_view assignment);
+
+// Checks the relations between values that do not depend on the data (ranges, divisibility).
+void validate(const TrainConfig& config);
+
+}  // namespace ddprun::train
