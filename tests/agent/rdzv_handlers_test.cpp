@@ -343,6 +343,21 @@ TEST_CASE("c10d: the endpoint's agent hosts the store; exit barrier; host leaves
   CHECK_THROWS_WITH(late->next_round(), Catch::Contains("closed"));
 }
 
+TEST_CASE("c10d: a heuristic host that cannot bind becomes a client; a forced one fails") {
+  const uint16_t port = free_port("127.0.0.2");
+  // No --local_addr: a loopback endpoint matches this machine for both agents. The first binds,
+  // the second finds the port taken and joins as a client, as torchrun does.
+  auto first = c10d_node("127.0.0.2", port, "", 2, 2);
+  first.local_addr.reset();
+  auto a = agent::make_rendezvous_handler(first);
+  auto b = agent::make_rendezvous_handler(first);
+  auto rounds = form({a.get(), b.get()});
+  check_consistent(rounds, 2);
+
+  auto forced = c10d_node("127.0.0.2", port, "127.0.0.3", 2, 2, quick_conf({{"is_host", "1"}}));
+  CHECK_THROWS_WITH(agent::make_rendezvous_handler(forced), Catch::Contains("is_host=1"));
+}
+
 TEST_CASE("c10d: agents with different --nnodes fail with both values named") {
   ExternalStore store;
   auto a = agent::make_rendezvous_handler(client_node(store.port(), "127.0.0.2", 2, 2));
