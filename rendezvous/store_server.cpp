@@ -56,7 +56,9 @@ class StoreServerImpl final : public StoreServer, public ConnectionHub {
       : options_(options),
         budget_(options.limits.max_total_bytes),
         state_(budget_),
-        io_(std::make_unique<asio::io_context>(1)),
+        // One thread runs every handler, so the reactor's per-descriptor locks are dead
+        // weight; the scheduler keeps its lock, which stop()'s post from outside needs.
+        io_(std::make_unique<asio::io_context>(BOOST_ASIO_CONCURRENCY_HINT_UNSAFE_IO)),
         acceptor_(*io_),
         retry_timer_(*io_),
         read_buffer_(kReadBufferBytes) {

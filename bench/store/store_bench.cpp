@@ -66,6 +66,11 @@ class Child {
     posix_spawn_file_actions_t actions;
     posix_spawn_file_actions_init(&actions);
     posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
+    int input[2];
+    if (::pipe2(input, O_CLOEXEC) != 0) {
+      throw std::runtime_error("pipe failed");
+    }
+    posix_spawn_file_actions_adddup2(&actions, input[0], STDIN_FILENO);
     std::vector<char*> args;
     for (const auto& arg : argv) {
       args.push_back(const_cast<char*>(arg.c_str()));
@@ -75,7 +80,9 @@ class Child {
         posix_spawn(&pid_, argv[0].c_str(), &actions, nullptr, args.data(), environ);
     posix_spawn_file_actions_destroy(&actions);
     ::close(fds[1]);
+    ::close(input[0]);
     out_ = fds[0];
+    in_ = input[1];
     if (spawned != 0) {
       throw std::runtime_error("cannot start " + argv[0]);
     }
@@ -94,6 +101,11 @@ class Child {
       }
     }
     ::close(out_);
+    ::close(in_);
+  }
+  // Writes to the child's standard input.
+  void send(const std::string& text) {
+    [[maybe_unused]] const auto written = ::write(in_, text.data(), text.size());
   }
   pid_t pid() const { return pid_; }
   std::optional<std::string> read_line(Clock::time_point deadline) {
@@ -127,6 +139,7 @@ class Child {
   }
   pid_t pid_ = -1;
   int out_ = -1;
+  int in_ = -1;
   bool reaped_ = false;
   std::string buffer_;
 };
@@ -278,6 +291,9 @@ int storm_worker(const std::string& host, std::uint16_t port, std::int64_t total
   pthread_attr_t attributes;
   pthread_attr_init(&attributes);
   pthread_attr_setstacksize(&attributes, 256 * 1024);
+  // Every thread exists before the storm starts: the parent says go (a byte on stdin)
+  // once all workers are ready, so process start-up and LibTorch loading are not timed.
+  std::latch go(1);
   struct Job {
     std::string host;
     std::uint16_t port;
@@ -285,9 +301,11 @@ int storm_worker(const std::string& host, std::uint16_t port, std::int64_t total
     std::atomic<int>* failures;
     std::string* first_error;
     std::mutex* error_mutex;
-  } job{host, port, total, &failures, &first_error, &error_mutex};
+    std::latch* go;
+  } job{host, port, total, &failures, &first_error, &error_mutex, &go};
   auto body = [](void* raw) -> void* {
     auto* j = static_cast<Job*>(raw);
+    j->go->wait();
     try {
       c10d::TCPStore store(j->host, client_options(j->port));
       if (store.add("storm/count", 1) == j->total) {
@@ -311,6 +329,10 @@ int storm_worker(const std::string& host, std::uint16_t port, std::int64_t total
     }
     threads.push_back(thread);
   }
+  std::cout << "ready" << std::endl;
+  char byte = 0;
+  [[maybe_unused]] const auto got = ::read(STDIN_FILENO, &byte, 1);
+  go.count_down();
   for (const auto thread : threads) {
     pthread_join(thread, nullptr);
   }
@@ -329,8 +351,6 @@ StormResult run_storm(const std::string& self, std::uint16_t port, const std::st
                       int clients, std::chrono::seconds limit) {
   const int per_worker = 1000;
   const int workers = (clients + per_worker - 1) / per_worker;
-  const auto started_ns = wall_ns();
-  const auto deadline = Clock::now() + limit;
   std::vector<std::unique_ptr<Child>> children;
   for (int w = 0; w < workers; ++w) {
     const int local = std::min(per_worker, clients - w * per_worker);
@@ -339,6 +359,17 @@ StormResult run_storm(const std::string& self, std::uint16_t port, const std::st
                                  std::to_string(clients), std::to_string(local)}));
   }
   StormResult result;
+  for (auto& child : children) {
+    if (child->read_line(Clock::now() + 120s) != std::optional<std::string>("ready")) {
+      result.failure = "a storm worker did not start";
+      return result;
+    }
+  }
+  const auto started_ns = wall_ns();
+  const auto deadline = Clock::now() + limit;
+  for (auto& child : children) {
+    child->send("g");
+  }
   std::int64_t last_ns = started_ns;
   int failures = 0;
   for (auto& child : children) {
