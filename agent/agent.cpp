@@ -257,7 +257,11 @@ AgentRun::RoundEnd AgentRun::run_round(RendezvousHandler& handler, const RoundIn
       }
       case LoopAction::kReformRound: {
         const bool membership = round_signal == RoundSignal::kMembershipChange;
-        group.stop(SIGTERM, shutdown_timeout);
+        // A signal that arrives while the workers stop still ends the agent.
+        if (auto late = group.stop(SIGTERM, shutdown_timeout); !late.empty()) {
+          finish_with_signal(&handler, nullptr, late.front());
+          return RoundEnd::kFinished;
+        }
         events_.record(
             membership ? "membership_change" : "restart",
             {{"round", round.round},
@@ -265,7 +269,10 @@ AgentRun::RoundEnd AgentRun::run_round(RendezvousHandler& handler, const RoundIn
         return RoundEnd::kNextRound;
       }
       case LoopAction::kFailJob:
-        group.stop(SIGTERM, shutdown_timeout);
+        if (auto late = group.stop(SIGTERM, shutdown_timeout); !late.empty()) {
+          finish_with_signal(&handler, nullptr, late.front());
+          return RoundEnd::kFinished;
+        }
         fail_job(handler);
         return RoundEnd::kFinished;
     }

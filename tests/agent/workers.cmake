@@ -27,3 +27,9 @@ ddprun_add_test(NAME agent_worker_group_test
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/worker_group_test.cpp
   LIBS ddprun_agent_supervision_for_tests
   LABELS integration TIMEOUT 60)
+
+# End-to-end: the real ddprun binary, several agents on 127.0.0.x.
+ddprun_add_test(NAME agent_e2e_test
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/agent_e2e_test.cpp
+  LIBS nlohmann_json::nlohmann_json
+  LABELS integration TIMEOUT 240)

@@ -1,0 +1,284 @@
+// End-to-end tests of the real ddprun binary: nodes are agents on 127.0.0.2, 127.0.0.3, ...
+// (--local_addr) forming a c10d rendezvous on loopback; workers are small shell scripts.
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "e2e_support.hpp"
+
+using namespace ddprun::agent::e2e;
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+namespace {
+
+// Fast rendezvous settings, so loss detection and re-forming take about a second.
+const std::string kFastRdzv =
+    "join_timeout=30,last_call_timeout=0.5,keep_alive_interval=0.3,keep_alive_max_attempt=3,"
+    "read_timeout=10";
+
+struct Job {
+  TempDir dir;
+  uint16_t port = free_port("127.0.0.2");
+  std::string nnodes = "2";
+  int max_restarts = 0;
+  std::string rdzv_conf = kFastRdzv;
+  std::string script;  // the worker: /bin/sh -c script, with $DIR set to dir
+
+  std::vector<std::string> agent_argv(int node) const {
+    return {ddprun_binary(),
+            "--nnodes",
+            nnodes,
+            "--nproc_per_node",
+            "2",
+            "--rdzv_backend",
+            "c10d",
+            "--rdzv_endpoint",
+            "127.0.0.2:" + std::to_string(port),
+            "--rdzv_id",
+            "e2e",
+            "--rdzv_conf",
+            rdzv_conf,
+            "--local_addr",
+            "127.0.0." + std::to_string(node),
+            "--max_restarts",
+            std::to_string(max_restarts),
+            "--shutdown_timeout",
+            "3",
+            "--events-file",
+            events(node),
+            "--no_python",
+            "/bin/sh",
+            "-c",
+            script};
+  }
+  std::string events(int node) const { return dir / ("events-" + std::to_string(node)); }
+  std::unique_ptr<Process> start(int node) const {
+    return std::make_unique<Process>(
+        agent_argv(node), dir / ("agent-" + std::to_string(node)),
+        std::map<std::string, std::string>{{"DIR", dir.path()}, {"OMP_NUM_THREADS", "1"}});
+  }
+};
+
+std::vector<json> read_events(const std::string& path) {
+  std::vector<json> events;
+  std::istringstream lines(read_file(path));
+  for (std::string line; std::getline(lines, line);) {
+    if (!line.empty())
+      events.push_back(json::parse(line));
+  }
+  return events;
+}
+
+std::vector<json> events_named(const std::string& path, const std::string& name) {
+  std::vector<json> matching;
+  for (auto& event : read_events(path)) {
+    if (event["event"] == name)
+      matching.push_back(event);
+  }
+  return matching;
+}
+
+// The worker pids of the latest workers_started event.
+std::vector<pid_t> latest_worker_pids(const std::string& events_path) {
+  auto started = events_named(events_path, "workers_started");
+  if (started.empty())
+    return {};
+  return started.back()["pids"].get<std::vector<pid_t>>();
+}
+
+bool has_round_of_size(const std::string& events_path, int nodes, std::size_t after_count) {
+  auto rounds = events_named(events_path, "workers_started");
+  for (std::size_t i = after_count; i < rounds.size(); ++i) {
+    if (rounds[i]["group_world_size"] == nodes)
+      return true;
+  }
+  return false;
+}
+
+std::string root_cause_block(const std::string& output) {
+  auto at = output.find("Root Cause (first observed failure):");
+  if (at == std::string::npos)
+    return {};
+  auto end = output.find("\n=", at);
+  return output.substr(at, end == std::string::npos ? std::string::npos : end - at);
+}
+
+}  // namespace
+
+TEST_CASE(
+    "a worker crash restarts the whole job; exhausted, every node shows the same root cause") {
+  Job job;
+  job.max_restarts = 1;
+  // Rank 3 fails in every attempt; the others run until they are stopped.
+  job.script =
+      "echo \"$TORCHELASTIC_RESTART_COUNT\" >> $DIR/attempts-$RANK;"
+      "if [ $RANK = 3 ]; then echo crashing >&2; exit 7; fi; exec sleep 60";
+  auto a = job.start(2);
+  auto b = job.start(3);
+  auto status_a = a->wait_exit(60s);
+  auto status_b = b->wait_exit(60s);
+  INFO(a->output());
+  INFO(b->output());
+  REQUIRE(status_a == 1);
+  REQUIRE(status_b == 1);
+  // Both attempts ran on every rank, with the job-wide restart count.
+  for (int rank = 0; rank < 4; ++rank) {
+    CHECK(read_file(job.dir / ("attempts-" + std::to_string(rank))) == "0\n1\n");
+  }
+  const std::string root_a = root_cause_block(a->output());
+  CHECK(root_a.find("rank      : 3 (local_rank: 1)") != std::string::npos);
+  CHECK(root_a.find("exitcode  : 7") != std::string::npos);
+  CHECK(root_a.find("host      : 127.0.0.3") != std::string::npos);
+  CHECK(root_a == root_cause_block(b->output()));
+  CHECK(a->output().find("[default1]:crashing") == std::string::npos);
+  CHECK(b->output().find("[default1]:crashing") != std::string::npos);
+  CHECK(events_named(job.events(2), "restart").size() == 1);
+  CHECK(events_named(job.events(3), "restart").size() == 1);
+  CHECK(events_named(job.events(3), "failure").size() == 2);
+}
+
+TEST_CASE(
+    "nnodes 2:3: a SIGKILLed agent takes its workers along, the rest re-form, and grow back") {
+  Job job;
+  job.nnodes = "2:3";
+  job.script = "while [ ! -f $DIR/stop ]; do sleep 0.05; done";
+  auto a = job.start(2);
+  auto b = job.start(3);
+  auto c = job.start(4);
+  auto full_round = [&](std::size_t after) {
+    return [&job, after](const std::string&) { return has_round_of_size(job.events(2), 3, after); };
+  };
+  REQUIRE(wait_for_file(job.events(2), full_round(0), 30s));
+  REQUIRE(wait_for_file(
+      job.events(4), [](const std::string& t) { return !t.empty(); }, 10s));
+  REQUIRE(wait_for_lines(job.events(4), 2, 10s));
+  const std::vector<pid_t> victims = latest_worker_pids(job.events(4));
+  REQUIRE(victims.size() == 2);
+
+  const auto rounds_before = events_named(job.events(2), "workers_started").size();
+  c->signal(SIGKILL);
+  REQUIRE(c->wait_exit(5s) == 128 + SIGKILL);
+  CHECK(wait_until_gone(victims, 1000ms));  // PDEATHSIG: no orphans
+
+  // Survivors notice the lost heartbeat and re-form as two nodes (not a restart).
+  REQUIRE(wait_for_file(
+      job.events(2),
+      [&](const std::string&) { return has_round_of_size(job.events(2), 2, rounds_before); }, 20s));
+  CHECK(events_named(job.events(2), "membership_change").size() >= 1);
+  CHECK(events_named(job.events(2), "restart").empty());
+
+  const auto rounds_two = events_named(job.events(2), "workers_started").size();
+  auto d = job.start(5);
+  REQUIRE(wait_for_file(job.events(2), full_round(rounds_two), 30s));
+  for (const auto& started : events_named(job.events(2), "workers_started")) {
+    CHECK(started["restart_count"] == 0);
+  }
+
+  write_file(job.dir / "stop", "");
+  CHECK(a->wait_exit(30s) == 0);
+  CHECK(b->wait_exit(30s) == 0);
+  CHECK(d->wait_exit(30s) == 0);
+}
+
+TEST_CASE("SIGTERM to every ddprun reaches the workers; nothing is left; exit 128+15") {
+  Job job;
+  job.script =
+      "trap 'echo $RANK > $DIR/term-$RANK; exit 0' TERM; echo $$ > $DIR/pid-$RANK;"
+      "while :; do sleep 0.05; done";
+  auto a = job.start(2);
+  auto b = job.start(3);
+  for (int rank = 0; rank < 4; ++rank) {
+    REQUIRE(wait_for_lines(job.dir / ("pid-" + std::to_string(rank)), 1, 30s));
+  }
+  std::vector<pid_t> workers = latest_worker_pids(job.events(2));
+  for (pid_t pid : latest_worker_pids(job.events(3)))
+    workers.push_back(pid);
+  REQUIRE(workers.size() == 4);
+  a->signal(SIGTERM);
+  b->signal(SIGTERM);
+  auto status_a = a->wait_exit(15s);
+  auto status_b = b->wait_exit(15s);
+  INFO(a->output());
+  INFO(b->output());
+  CHECK(status_a == 128 + SIGTERM);
+  CHECK(status_b == 128 + SIGTERM);
+  for (int rank = 0; rank < 4; ++rank) {
+    CHECK(read_file(job.dir / ("term-" + std::to_string(rank))) == std::to_string(rank) + "\n");
+  }
+  CHECK(wait_until_gone(workers, 1000ms));
+  auto exits = events_named(job.events(2), "exit");
+  REQUIRE(exits.size() == 1);
+  CHECK(exits[0]["exit_code"] == 143);
+}
+
+TEST_CASE("bad input: an unreachable endpoint and mismatched --nnodes fail clearly") {
+  SECTION("nobody hosts the store") {
+    Job job;
+    job.rdzv_conf = "join_timeout=3,read_timeout=3";
+    job.script = "true";
+    auto args = job.agent_argv(3);
+    // The endpoint host is not this agent's address, so it is a client of nobody.
+    Process agent(args, job.dir / "agent");
+    auto status = agent.wait_exit(30s);
+    INFO(agent.output());
+    CHECK(status == 1);
+    CHECK(agent.output().find("127.0.0.2:" + std::to_string(job.port)) != std::string::npos);
+  }
+  SECTION("agents disagree on --nnodes") {
+    Job job;
+    job.rdzv_conf = "join_timeout=10,last_call_timeout=0.5";
+    job.script = "true";
+    auto a = job.start(2);
+    job.nnodes = "3";
+    auto b = job.start(3);
+    auto status_b = b->wait_exit(30s);
+    auto status_a = a->wait_exit(30s);
+    INFO(a->output());
+    INFO(b->output());
+    CHECK(status_b == 1);
+    CHECK(status_a == 1);
+    CHECK(b->output().find("nnodes") != std::string::npos);
+  }
+}
+
+TEST_CASE("logs: prefixes, template, --tee, --local_ranks_filter, --log_dir layout, error files") {
+  TempDir dir;
+  const std::string log_dir = dir / "logs";
+  const std::string script =
+      "echo out-$RANK; echo err-$RANK >&2;"
+      "if [ $LOCAL_RANK = 1 ]; then printf '%s' '{\"message\": {\"message\": \"ValueError: bad "
+      "batch\", \"extraInfo\": {\"py_callstack\": \"Traceback: bad batch\", \"timestamp\": "
+      "\"1700000000\"}}}' > $TORCHELASTIC_ERROR_FILE; exit 2; fi";
+  Process agent({ddprun_binary(), "--standalone", "--nproc_per_node", "2", "--log_dir", log_dir,
+                 "--tee", "1", "--local_ranks_filter", "0", "--events-file", dir / "events",
+                 "--no_python", "/bin/sh", "-c", script},
+                dir / "out",
+                {{"TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE", "[${hostname}:${rank}/${local_rank}]:"},
+                 {"TORCHELASTIC_ERROR_FILE", dir / "agent_error.json"},
+                 {"OMP_NUM_THREADS", "1"}});
+  REQUIRE(agent.wait_exit(30s) == 1);
+  const std::string out = agent.output();
+  INFO(out);
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  CHECK(out.find(std::string("[") + host + ":0/0]:out-0\n") != std::string::npos);
+  CHECK(out.find(std::string("[") + host + ":0/0]:err-0\n") != std::string::npos);
+  CHECK(out.find("out-1") == std::string::npos);  // filtered from the console ...
+  CHECK(out.find("err-1") == std::string::npos);
+  // ... but its tee'd stream is in torchrun's layout.
+  std::string attempt;
+  for (const auto& run : fs::directory_iterator(log_dir))
+    attempt = run.path() / "attempt_0";
+  CHECK(read_file(attempt + "/1/stdout.log") == "out-1\n");
+  CHECK(read_file(attempt + "/0/stdout.log") == "out-0\n");
+  CHECK_FALSE(fs::exists(attempt + "/0/stderr.log"));
+  // The summary reads the worker's error file; the agent's own error file gets a copy.
+  CHECK(out.find("traceback : Traceback: bad batch") != std::string::npos);
+  CHECK(out.find("error_file: " + attempt + "/1/error.json") != std::string::npos);
+  auto agent_error = json::parse(read_file(dir / "agent_error.json"));
+  CHECK(agent_error["message"]["errorCode"] == 2);
+  std::vector<std::string> names;
+  for (auto& event : read_events(dir / "events"))
+    names.push_back(event["event"]);
+  CHECK(names == std::vector<std::string>{"round_formed", "workers_started", "failure", "exit"});
+}

@@ -1,0 +1,233 @@
+#pragma once
+// Helpers for the end-to-end agent tests: real ddprun processes with their output in files,
+// bounded waits on pidfds (no sleeps where an event exists), free ports, /proc checks.
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/inotify.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace ddprun::agent::e2e {
+
+using Clock = std::chrono::steady_clock;
+namespace fs = std::filesystem;
+
+inline std::string ddprun_binary() {
+  return std::string(DDPRUN_BIN_DIR) + "/ddprun";
+}
+
+// The shared folder sits next to the repository (in CI too).
+inline std::string shared_dir() {
+  for (const char* candidate :
+       {DDPRUN_SOURCE_DIR "/../shared", DDPRUN_SOURCE_DIR "/shared", "/work/shared"}) {
+    if (fs::exists(fs::path(candidate) / "tools/torchrun_ref.py"))
+      return candidate;
+  }
+  return DDPRUN_SOURCE_DIR "/../shared";
+}
+
+inline std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+inline void write_file(const std::string& path, const std::string& text) {
+  std::ofstream(path) << text;
+}
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string templ = (fs::temp_directory_path() / "ddprun_e2e_XXXXXX").string();
+    if (::mkdtemp(templ.data()) == nullptr)
+      throw std::runtime_error("mkdtemp failed");
+    path_ = templ;
+  }
+  ~TempDir() {
+    std::error_code ignored;
+    fs::remove_all(path_, ignored);
+  }
+  const std::string& path() const { return path_; }
+  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+// A free TCP port on addr (bind to 0, read, release: good enough for tests run 2 at a time).
+inline uint16_t free_port(const char* addr = "127.0.0.1") {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  ::inet_pton(AF_INET, addr, &sa.sin_addr);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa);
+  socklen_t len = sizeof sa;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len);
+  ::close(fd);
+  return ntohs(sa.sin_port);
+}
+
+// Running and not a zombie.
+inline bool process_running(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text;
+  if (!std::getline(stat, text))
+    return false;
+  auto close_paren = text.rfind(')');
+  return close_paren != std::string::npos && close_paren + 2 < text.size() &&
+         text[close_paren + 2] != 'Z' && text[close_paren + 2] != 'X';
+}
+
+// Waits for every pid to exit (pidfds work for processes that are not our children).
+inline bool wait_until_gone(const std::vector<pid_t>& pids, std::chrono::milliseconds limit) {
+  const auto deadline = Clock::now() + limit;
+  for (pid_t pid : pids) {
+    int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+    if (fd < 0)
+      continue;  // already gone
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    pollfd p{fd, POLLIN, 0};
+    const int ready = ::poll(&p, 1, static_cast<int>(std::max<long long>(0, left.count())));
+    ::close(fd);
+    if (ready <= 0 && process_running(pid))
+      return false;
+  }
+  return true;
+}
+
+// Waits (inotify on the file's folder, bounded) until the file's text satisfies done.
+template <class Predicate>
+bool wait_for_file(const std::string& path, Predicate done, std::chrono::milliseconds limit) {
+  const auto deadline = Clock::now() + limit;
+  int fd = ::inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+  ::inotify_add_watch(fd, fs::path(path).parent_path().c_str(),
+                      IN_MODIFY | IN_CREATE | IN_CLOSE_WRITE | IN_MOVED_TO);
+  bool satisfied = false;
+  for (;;) {
+    if (done(read_file(path))) {
+      satisfied = true;
+      break;
+    }
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    if (left.count() <= 0)
+      break;
+    pollfd p{fd, POLLIN, 0};
+    // Capped so a change that raced the first read is still seen.
+    ::poll(&p, 1, static_cast<int>(std::min<long long>(left.count(), 200)));
+    char buffer[4096];
+    while (::read(fd, buffer, sizeof buffer) > 0) {
+    }
+  }
+  ::close(fd);
+  return satisfied;
+}
+
+// One child process with stdout and stderr in files; killed (with its group) on destruction.
+class Process {
+ public:
+  Process(std::vector<std::string> argv, const std::string& out_path,
+          std::map<std::string, std::string> env_changes = {})
+      : out_path_(out_path) {
+    std::vector<std::string> env_storage;
+    for (char** e = environ; *e != nullptr; ++e) {
+      std::string entry(*e);
+      std::string name = entry.substr(0, entry.find('='));
+      if (!env_changes.contains(name))
+        env_storage.push_back(entry);
+    }
+    for (const auto& [name, value] : env_changes)
+      env_storage.push_back(name + "=" + value);
+    std::vector<char*> args, envp;
+    for (auto& a : argv)
+      args.push_back(a.data());
+    args.push_back(nullptr);
+    for (auto& e : env_storage)
+      envp.push_back(e.data());
+    envp.push_back(nullptr);
+    int out = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::setpgid(0, 0);  // its own group: signals to the test never reach it by accident
+      ::dup2(out, 1);
+      ::dup2(out, 2);
+      ::execve(args[0], args.data(), envp.data());
+      ::_exit(127);
+    }
+    ::close(out);
+    pidfd_ = static_cast<int>(::syscall(SYS_pidfd_open, pid_, 0));
+  }
+  ~Process() {
+    if (!status_) {
+      ::kill(pid_, SIGKILL);
+      wait_exit(std::chrono::seconds(5));
+    }
+    if (pidfd_ >= 0)
+      ::close(pidfd_);
+  }
+  Process(const Process&) = delete;
+  Process& operator=(const Process&) = delete;
+
+  pid_t pid() const { return pid_; }
+  void signal(int sig) const { ::kill(pid_, sig); }
+
+  // The exit status (WEXITSTATUS, or 128+signal when killed), nullopt on timeout.
+  std::optional<int> wait_exit(std::chrono::milliseconds limit) {
+    if (status_)
+      return status_;
+    pollfd fd{pidfd_, POLLIN, 0};
+    if (::poll(&fd, 1, static_cast<int>(limit.count())) <= 0)
+      return std::nullopt;
+    int raw = 0;
+    if (::waitpid(pid_, &raw, 0) != pid_)
+      return std::nullopt;
+    status_ = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
+    return status_;
+  }
+  std::string output() const { return read_file(out_path_); }
+
+ private:
+  pid_t pid_ = -1;
+  int pidfd_ = -1;
+  std::string out_path_;
+  std::optional<int> status_;
+};
+
+inline bool wait_for_lines(const std::string& path, std::size_t min_lines,
+                           std::chrono::milliseconds limit) {
+  return wait_for_file(
+      path,
+      [&](const std::string& text) {
+        return static_cast<std::size_t>(std::count(text.begin(), text.end(), '\n')) >= min_lines;
+      },
+      limit);
+}
+
+inline std::size_t count_occurrences(const std::string& text, const std::string& needle) {
+  std::size_t count = 0;
+  for (auto at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) {
+    ++count;
+  }
+  return count;
+}
+
+}  // namespace ddprun::agent::e2e
