@@ -169,7 +169,14 @@ FormedRound C10dRendezvous::join(const std::optional<FormedRound>& previous) {
                   if (text.starts_with("error ")) {
                     throw RendezvousError(text.substr(6));
                   }
-                  action = machine.on_closed(parse_small_count(text, "participant count"));
+                  const int participants = parse_small_count(text, "participant count");
+                  if (participants < 1 || participants > max_nodes) {
+                    throw RendezvousError(where() + ": round " + std::to_string(round) +
+                                          " closed with " + std::to_string(participants) +
+                                          " nodes, outside --nnodes " +
+                                          nnodes_text(config().min_nodes, max_nodes));
+                  }
+                  action = machine.on_closed(participants);
                 } else {
                   action = machine.on_wait_expired(now_s());
                 }

@@ -44,15 +44,15 @@ StoreEndpoint c10d_endpoint(const launcher::LaunchConfig& config,
   if (config.local_addr) {
     question.local_addr_addresses = rdzv::resolve_numeric(*config.local_addr);
   }
+  if (endpoint.port == 0) {
+    throw RendezvousError("--rdzv_endpoint " + endpoint.text() +
+                          ": port 0 is only meaningful with --standalone");
+  }
   const bool host = rdzv::should_host_store(question, question.forced || config.local_addr
                                                           ? rdzv::LocalIdentity{}
                                                           : rdzv::local_identity());
   if (!host) {
     return endpoint;
-  }
-  if (endpoint.port == 0) {
-    throw RendezvousError("--rdzv_endpoint " + endpoint.text() +
-                          ": port 0 is only meaningful with --standalone");
   }
   try {
     endpoint.hosted = start_store(rdzv::store_bind_address(endpoint.host), endpoint.port);
