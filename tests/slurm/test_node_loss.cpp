@@ -15,7 +15,7 @@ using namespace ddprun::slurm_test;
 
 namespace {
 
-constexpr int kEpochs = 4;
+constexpr int kEpochs = 5;
 
 std::filesystem::path exe_of(int pid) {
   std::error_code ignored;
@@ -36,7 +36,7 @@ TEST_CASE("losing a node of a --nnodes 1:2 job: the other trains on from the las
       "--rdzv_conf",
       "last_call_timeout=1,keep_alive_interval=1,keep_alive_max_attempt=2",
       "train"};
-  for (auto& override_arg : tiny_training(dir, kEpochs, 30)) {
+  for (auto& override_arg : tiny_training(dir, kEpochs, 60)) {
     command.push_back(override_arg);
   }
   const auto job =
