@@ -46,8 +46,8 @@ inline std::filesystem::path write_batch_script(const std::filesystem::path& dir
   std::ofstream out(script);
   out << "#!/bin/bash\n"
       << "srun --kill-on-bad-exit=0 -o '" << (dir / "task-%t.out").string() << "' bash -c "
-      << "'trap : TERM; \"$@\"; echo \"ddprun on $(hostname) exited $?\"' wrapper" << quoted
-      << "\n";
+      << "'trap : TERM; \"$@\"; status=$?; echo \"ddprun on $(hostname) exited $status\"' wrapper"
+      << quoted << "\n";
   return script;
 }
 
