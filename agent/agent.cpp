@@ -31,6 +31,9 @@ namespace {
 
 using Seconds = std::chrono::duration<double>;
 
+// How long an agent stopped by a signal waits to leave the rendezvous before exiting anyway.
+constexpr std::chrono::milliseconds kLeaveLimit{2000};
+
 std::vector<int> signals_to_forward(const launcher::LaunchConfig& config) {
   std::vector<int> handled = {SIGTERM, SIGINT, SIGHUP, SIGQUIT};
   for (int sig : config.signals_to_handle) {
@@ -202,9 +205,17 @@ int AgentRun::finish_with_signal(RendezvousHandler* handler, WorkerGroup* group,
   // The same signal first (a trainer snapshots on SIGTERM), SIGKILL after the timeout.
   if (group != nullptr)
     group->stop(sig, Seconds(config_.shutdown_timeout_s));
-  if (handler != nullptr)
-    handler->shutdown(false);
-  return finish(exit_status_for_signal(sig), "signal " + signal_name(sig));
+  const int status = exit_status_for_signal(sig);
+  // Leaving is best effort: a store host that is itself going away must not keep a
+  // preempted agent alive, so the exit goes ahead after a short bound.
+  if (handler != nullptr &&
+      !call_with_deadline([handler] { handler->shutdown(false); }, kLeaveLimit)) {
+    std::fprintf(stderr, "ddprun: leaving the rendezvous timed out, exiting anyway\n");
+    finish(status, "signal " + signal_name(sig));
+    std::fflush(nullptr);
+    std::_Exit(status);
+  }
+  return finish(status, "signal " + signal_name(sig));
 }
 
 AgentRun::RoundEnd AgentRun::run_round(RendezvousHandler& handler, const RoundInfo& round) {

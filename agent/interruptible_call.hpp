@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <exception>
 #include <functional>
 #include <future>
@@ -59,6 +60,27 @@ std::variant<Result, int> call_interruptibly(SignalChannel& signals, std::functi
   }
   helper.join();
   return result.get();
+}
+
+// Runs work on a helper thread and waits at most limit. false: it did not finish (the helper
+// keeps running, detached; the caller must end the process soon). Exceptions are swallowed:
+// this is for best-effort calls on the way out.
+inline bool call_with_deadline(std::function<void()> work, std::chrono::milliseconds limit) {
+  auto done = std::make_shared<std::promise<void>>();
+  std::future<void> finished = done->get_future();
+  std::thread helper([done, work = std::move(work)] {
+    try {
+      work();
+    } catch (...) {
+    }
+    done->set_value();
+  });
+  if (finished.wait_for(limit) == std::future_status::ready) {
+    helper.join();
+    return true;
+  }
+  helper.detach();
+  return false;
 }
 
 }  // namespace ddprun::agent
