@@ -33,3 +33,8 @@ ddprun_add_test(NAME agent_e2e_test
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/agent_e2e_test.cpp
   LIBS nlohmann_json::nlohmann_json
   LABELS integration TIMEOUT 240)
+
+# Against the reference torchrun and with real PyTorch workers (python3-torch).
+ddprun_add_test(NAME agent_interop_test
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/agent_interop_test.cpp
+  LABELS interop TIMEOUT 300)

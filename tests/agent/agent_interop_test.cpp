@@ -1,0 +1,202 @@
+// ddprun against the reference: the worker environment compared with torchrun_ref.py
+// (PyTorch 1.13's torchrun), and real PyTorch workers doing gloo collectives through the
+// store ddprun gives them, with and without a restart in between.
+#include <catch2/catch.hpp>
+#include <set>
+
+#include "e2e_support.hpp"
+
+using namespace ddprun::agent::e2e;
+using namespace std::chrono_literals;
+
+namespace {
+
+using Env = std::map<std::string, std::string>;
+
+Env parse_env(const std::string& text) {
+  Env env;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    auto eq = line.find('=');
+    if (eq != std::string::npos)
+      env[line.substr(0, eq)] = line.substr(eq + 1);
+  }
+  return env;
+}
+
+// Values that legitimately differ: ports, run ids, paths, the store address, and
+// TORCHELASTIC_USE_AGENT_STORE (1.13's c10d says False; ddprun always gives the workers the
+// agents' store, as torchrun >= 2.5 does). LC_CTYPE is Python's own locale coercion.
+const std::set<std::string> kMayDiffer = {"MASTER_PORT",
+                                          "MASTER_ADDR",
+                                          "TORCHELASTIC_RUN_ID",
+                                          "TORCHELASTIC_ERROR_FILE",
+                                          "TORCHELASTIC_USE_AGENT_STORE",
+                                          "LC_CTYPE",
+                                          "OUT"};
+
+// Runs nodes of one launcher, each worker dumping its environment to <dir>/<tag>-<RANK>.
+std::map<int, Env> collect_envs(const std::vector<std::vector<std::string>>& nodes,
+                                const TempDir& dir, const std::string& tag, int world) {
+  std::vector<std::unique_ptr<Process>> agents;
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    agents.push_back(
+        std::make_unique<Process>(nodes[i], dir / (tag + "-agent" + std::to_string(i)),
+                                  std::map<std::string, std::string>{{"OUT", dir / tag}}));
+  }
+  for (auto& agent : agents) {
+    INFO(agent->output());
+    REQUIRE(agent->wait_exit(90s) == 0);
+  }
+  std::map<int, Env> envs;
+  for (int rank = 0; rank < world; ++rank) {
+    envs[rank] = parse_env(read_file(dir / (tag + "-" + std::to_string(rank))));
+  }
+  return envs;
+}
+
+void compare(const std::map<int, Env>& reference, const std::map<int, Env>& ours) {
+  for (const auto& [rank, ref_env] : reference) {
+    REQUIRE_FALSE(ref_env.empty());
+    const Env& our_env = ours.at(rank);
+    for (const auto& [name, value] : ref_env) {
+      INFO("rank " << rank << " variable " << name);
+      REQUIRE(our_env.contains(name));
+      if (!kMayDiffer.contains(name))
+        CHECK(our_env.at(name) == value);
+    }
+    CHECK(our_env.at("TORCH_NCCL_ASYNC_ERROR_HANDLING") == "1");
+    CHECK(our_env.at("TORCHELASTIC_USE_AGENT_STORE") == "True");
+  }
+}
+
+const std::string kDumpEnv = "env > \"$OUT-$RANK\"";
+
+}  // namespace
+
+TEST_CASE("worker environment matches torchrun's, standalone and 2 nodes") {
+  TempDir dir;
+  const std::string torchrun = shared_dir() + "/tools/torchrun_ref.py";
+  SECTION("standalone, 2 workers") {
+    auto reference =
+        collect_envs({{"/usr/bin/python3", torchrun, "--standalone", "--nproc_per_node", "2",
+                       "--no_python", "/bin/sh", "-c", kDumpEnv}},
+                     dir, "ref", 2);
+    auto ours = collect_envs({{ddprun_binary(), "--standalone", "--nproc_per_node", "2",
+                               "--no_python", "/bin/sh", "-c", kDumpEnv}},
+                             dir, "ours", 2);
+    compare(reference, ours);
+  }
+  SECTION("2 nodes x 2 workers, c10d") {
+    const std::string ref_port = std::to_string(free_port());
+    auto ref_node = [&](const char* is_host) {
+      return std::vector<std::string>{"/usr/bin/python3",
+                                      torchrun,
+                                      "--nnodes",
+                                      "2",
+                                      "--nproc_per_node",
+                                      "2",
+                                      "--rdzv_backend",
+                                      "c10d",
+                                      "--rdzv_endpoint",
+                                      "127.0.0.1:" + ref_port,
+                                      "--rdzv_id",
+                                      "envjob",
+                                      "--rdzv_conf",
+                                      std::string("is_host=") + is_host,
+                                      "--no_python",
+                                      "/bin/sh",
+                                      "-c",
+                                      kDumpEnv};
+    };
+    auto reference = collect_envs({ref_node("1"), ref_node("0")}, dir, "ref2", 4);
+    const std::string port = std::to_string(free_port("127.0.0.2"));
+    auto our_node = [&](const char* addr) {
+      return std::vector<std::string>{ddprun_binary(),
+                                      "--nnodes",
+                                      "2",
+                                      "--nproc_per_node",
+                                      "2",
+                                      "--rdzv_backend",
+                                      "c10d",
+                                      "--rdzv_endpoint",
+                                      "127.0.0.2:" + port,
+                                      "--rdzv_id",
+                                      "envjob",
+                                      "--local_addr",
+                                      addr,
+                                      "--no_python",
+                                      "/bin/sh",
+                                      "-c",
+                                      kDumpEnv};
+    };
+    auto ours = collect_envs({our_node("127.0.0.2"), our_node("127.0.0.3")}, dir, "ours2", 4);
+    compare(reference, ours);
+  }
+}
+
+TEST_CASE("real PyTorch: 2 nodes x 2 gloo workers, all_reduce and barrier, with a restart") {
+  TempDir dir;
+  write_file(dir / "worker.py", R"(import os, sys
+import torch, torch.distributed as dist
+out, crash = sys.argv[1], sys.argv[2] == "crash"
+rank, attempt = int(os.environ["RANK"]), int(os.environ["TORCHELASTIC_RESTART_COUNT"])
+if crash and attempt == 0 and rank == 3:
+    sys.exit(5)  # before init: the others wait in init_process_group until stopped
+dist.init_process_group("gloo")
+t = torch.tensor([float(rank + 1)])
+dist.all_reduce(t)
+dist.barrier()
+world = dist.get_world_size()
+assert t.item() == world * (world + 1) / 2, t
+open(f"{out}/ok-{rank}-{attempt}", "w").write(str(int(t.item())))
+dist.destroy_process_group()
+)");
+  auto run_job = [&](const std::string& mode) {
+    const std::string port = std::to_string(free_port("127.0.0.2"));
+    std::vector<std::unique_ptr<Process>> agents;
+    for (const char* addr : {"127.0.0.2", "127.0.0.3"}) {
+      agents.push_back(std::make_unique<Process>(
+          std::vector<std::string>{ddprun_binary(),
+                                   "--nnodes",
+                                   "2",
+                                   "--nproc_per_node",
+                                   "2",
+                                   "--rdzv_backend",
+                                   "c10d",
+                                   "--rdzv_endpoint",
+                                   "127.0.0.2:" + port,
+                                   "--rdzv_id",
+                                   "gloo" + mode,
+                                   "--local_addr",
+                                   addr,
+                                   "--max_restarts",
+                                   "1",
+                                   "--shutdown_timeout",
+                                   "5",
+                                   dir / "worker.py",
+                                   dir.path(),
+                                   mode},
+          dir / (mode + "-" + addr),
+          std::map<std::string, std::string>{{"PYTHON_EXEC", "/usr/bin/python3"},
+                                             {"OMP_NUM_THREADS", "1"}}));
+    }
+    for (auto& agent : agents) {
+      INFO(agent->output());
+      REQUIRE(agent->wait_exit(120s) == 0);
+    }
+  };
+  SECTION("no restart") {
+    run_job("plain");
+    for (int rank = 0; rank < 4; ++rank) {
+      CHECK(read_file(dir / ("ok-" + std::to_string(rank) + "-0")) == "10");
+    }
+  }
+  SECTION("rank 3 crashes once: the whole job restarts and completes") {
+    run_job("crash");
+    for (int rank = 0; rank < 4; ++rank) {
+      CHECK(read_file(dir / ("ok-" + std::to_string(rank) + "-1")) == "10");
+      CHECK_FALSE(fs::exists(dir / ("ok-" + std::to_string(rank) + "-0")));
+    }
+  }
+}
