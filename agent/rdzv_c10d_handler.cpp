@@ -1,5 +1,6 @@
 #include "agent/rdzv_c10d_handler.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <variant>
 
@@ -115,6 +116,17 @@ std::pair<std::string, uint16_t> C10dRendezvous::workers_store(const FormedRound
     throw RendezvousError("malformed workers' store port in the store");
   }
   return {text.substr(0, space), static_cast<uint16_t>(port)};
+}
+
+void C10dRendezvous::close_later_rounds(uint64_t round, const std::string& error) {
+  const uint64_t newest =
+      std::max(round + 1, parse_round(store().compare_set(keys().round(), "", "0")));
+  // Claiming the close is exclusive: a later round that already formed is left alone.
+  for (uint64_t later = round + 1; later <= newest && later <= round + 2; ++later) {
+    if (store().compare_set(keys().close_claim(later), "", self().nonce) == self().nonce) {
+      store().set(keys().closed(later), error);
+    }
+  }
 }
 
 FormedRound C10dRendezvous::join(const std::optional<FormedRound>& previous) {

@@ -17,6 +17,7 @@ class C10dRendezvous final : public StoreRendezvous {
  private:
   FormedRound join(const std::optional<FormedRound>& previous) override;
   bool elastic() const override { return true; }
+  void close_later_rounds(uint64_t round, const std::string& error) override;
 
   // The closing node: gathers the records, ranks them, publishes every node's assignment.
   void publish_assignments(uint64_t round, int participants);

@@ -10,6 +10,9 @@
 namespace ddprun::agent::rdzv {
 namespace {
 
+// The value of interrupt keys (the exit barrier tells it from a completed barrier).
+constexpr char kInterrupted[] = "interrupted";
+
 // Bounds every blocking wait so stop() never waits longer than this for the thread.
 constexpr double kMaxWaitS = 1.0;
 
@@ -60,8 +63,13 @@ void RoundWatcher::run() {
           // Count first, then wake: whoever wakes reads the counter.
           declared_loss = true;
           client->add(plan_.lost_counter_key, 1);
-          const std::vector<std::string> values(plan_.all_wake_keys.size(), "lost");
-          client->multi_set(plan_.all_wake_keys, values);
+          // The lost node will never leave by itself: count it, so the store's host does not
+          // wait for it at the end.
+          if (client->add(plan_.left_counter_key, 1) >= plan_.participants) {
+            client->set(plan_.all_left_key, "1");
+          }
+          const std::vector<std::string> values(plan_.interrupt_keys.size(), kInterrupted);
+          client->multi_set(plan_.interrupt_keys, values);
         }
         next_check = now_s() + monitor->check_period_s();
       }

@@ -16,11 +16,16 @@
 namespace ddprun::agent::rdzv {
 
 struct WatchPlan {
-  std::string wake_key;                    // ours: set by whoever interrupts the round
-  std::vector<std::string> all_wake_keys;  // every participant's, set when we declare a loss
-  std::string own_heartbeat_key;           // empty: no heartbeats (alone in the round)
-  std::string neighbor_heartbeat_key;      // empty: nobody to watch
+  std::string wake_key;  // ours: set by whoever interrupts the round
+  // Every participant's wake key and the exit-barrier release: set when we declare a loss, so
+  // nobody waits for the lost node, running or in the exit barrier.
+  std::vector<std::string> interrupt_keys;
+  std::string own_heartbeat_key;       // empty: no heartbeats (alone in the round)
+  std::string neighbor_heartbeat_key;  // empty: nobody to watch
   std::string lost_counter_key;
+  std::string left_counter_key;
+  std::string all_left_key;
+  int participants = 1;
   double keep_alive_interval_s = 5;
   int keep_alive_max_attempt = 3;
 };

@@ -33,6 +33,17 @@ void StaticRendezvous::check_config(uint64_t round) {
   throw RendezvousError(message);
 }
 
+void StaticRendezvous::close_later_rounds(uint64_t round, const std::string& error) {
+  // Every node is needed for a static round, so the next one cannot have formed without this
+  // node: node 0 waits for records, the others for assignments. Fill both with the error.
+  const int nodes = config().max_nodes;
+  auto later_keys = keys().for_slots(nodes, [&](int s) { return keys().node(round + 1, s); });
+  for (int s = 1; s <= nodes; ++s) {
+    later_keys.push_back(keys().assignment(round + 1, s));
+  }
+  store().multi_set(later_keys, std::vector<std::string>(later_keys.size(), error));
+}
+
 FormedRound StaticRendezvous::join(const std::optional<FormedRound>& previous) {
   const int nodes = config().max_nodes;  // torchrun: the static world is MAX nodes
   const int rank = config().node_rank;

@@ -15,6 +15,7 @@ class StaticRendezvous final : public StoreRendezvous {
  private:
   FormedRound join(const std::optional<FormedRound>& previous) override;
   bool elastic() const override { return false; }
+  void close_later_rounds(uint64_t round, const std::string& error) override;
   void check_config(uint64_t round);
 };
 

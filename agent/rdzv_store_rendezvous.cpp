@@ -14,6 +14,10 @@ namespace {
 
 // Below this much join time left, another connect attempt is not worth it.
 constexpr double kConnectRetryFloorS = 0.05;
+// How long a client keeps trying to reconnect to the store before the operation fails.
+constexpr double kReconnectBudgetS = 5.0;
+// The value of interrupt keys (wake keys and the exit-barrier release).
+constexpr char kInterrupted[] = "interrupted";
 
 }  // namespace
 
@@ -59,12 +63,13 @@ StoreRendezvous::StoreRendezvous(const launcher::LaunchConfig& config, RdzvSetti
   // what is left.
   const double deadline = now_s() + settings_.join_timeout_s;
   for (;;) {
-    options.connect_timeout = millis(deadline - now_s());
+    // Also the client's budget for reconnecting later: short, since a broken connection to an
+    // in-process store means its agent is gone (the loop covers the initial join_timeout).
+    options.connect_timeout = millis(std::min(deadline - now_s(), kReconnectBudgetS));
     try {
       client_ = rendezvous::StoreClient::connect(options);
       // Heartbeat writes must finish within heartbeat_timeout.
       options.op_timeout = millis(settings_.heartbeat_timeout_s);
-      options.connect_timeout = millis(settings_.read_timeout_s);
       watch_client_ = rendezvous::StoreClient::connect(options);
       break;
     } catch (const rendezvous::StoreError& error) {
@@ -130,12 +135,16 @@ void StoreRendezvous::start_watcher(const FormedRound& round) {
   }
   WatchPlan plan;
   plan.wake_key = keys_.wake(round.round, round.slot);
-  plan.all_wake_keys = keys_.for_slots(n, [&](int s) { return keys_.wake(round.round, s); });
+  plan.interrupt_keys = keys_.for_slots(n, [&](int s) { return keys_.wake(round.round, s); });
+  plan.interrupt_keys.push_back(keys_.exit_done(round.round));
   if (elastic() && n > 1) {
     plan.own_heartbeat_key = keys_.heartbeat(round.round, round.slot);
     plan.neighbor_heartbeat_key = keys_.heartbeat(round.round, round.assignment.neighbor_slot);
   }
   plan.lost_counter_key = keys_.lost(round.round);
+  plan.left_counter_key = keys_.left(round.round);
+  plan.all_left_key = keys_.all_left(round.round);
+  plan.participants = n;
   plan.keep_alive_interval_s = settings_.keep_alive_interval_s;
   plan.keep_alive_max_attempt = settings_.keep_alive_max_attempt;
   watcher_ = std::make_unique<RoundWatcher>(std::move(plan), *watch_client_, wakeup_);
@@ -148,7 +157,6 @@ RoundInfo StoreRendezvous::next_round() {
   stop_watcher();
   wakeup_.drain();
   signal_ = RoundSignal::kNone;
-  exit_barrier_passed_ = false;
   exit_barrier_attempted_ = false;
   if (current_) {
     // Releases the nodes that wait for this round to end (late arrivals, spares).
@@ -171,7 +179,8 @@ RoundInfo StoreRendezvous::next_round() {
 }
 
 RoundSignal StoreRendezvous::poll() {
-  if (signal_ != RoundSignal::kNone || !current_ || !watcher_ || !watcher_->woken()) {
+  if (signal_ != RoundSignal::kNone || !current_ || !watcher_ ||
+      !(watcher_->woken() || exit_barrier_attempted_)) {
     return signal_;
   }
   if (watcher_->store_lost()) {
@@ -233,10 +242,17 @@ bool StoreRendezvous::report_failure(const std::vector<WorkerFailure>& failures)
       return *published;
     }
     const int64_t restarts = client_->add(keys_.restarts(), 1);
-    const FailureDecision d = decide_failure(restarts, config_.max_restarts);
+    FailureDecision d = decide_failure(restarts, config_.max_restarts);
+    if (client_->add(keys_.exit_count(r), 0) > 0) {
+      // A node of this round already finished its workers: the gang cannot restart as one, so
+      // the job fails now instead of waiting for a node that will never rejoin.
+      d = FailureDecision::kExhausted;
+    }
     client_->set(keys_.failed(r), to_string(d));
-    const auto wake_keys = keys_.for_slots(n, [&](int s) { return keys_.wake(r, s); });
-    client_->multi_set(wake_keys, std::vector<std::string>(wake_keys.size(), "failed"));
+    auto interrupt_keys = keys_.for_slots(n, [&](int s) { return keys_.wake(r, s); });
+    interrupt_keys.push_back(keys_.exit_done(r));  // releases nodes in the exit barrier
+    client_->multi_set(interrupt_keys,
+                       std::vector<std::string>(interrupt_keys.size(), kInterrupted));
     return d;
   });
   signal_ = decision == FailureDecision::kRestart ? RoundSignal::kRestartRequested
@@ -264,10 +280,16 @@ void StoreRendezvous::exit_barrier(std::chrono::duration<double> timeout) {
     if (client_->add(keys_.exit_count(r), 1) >= n) {
       client_->set(keys_.exit_done(r), "1");
     }
-    exit_barrier_passed_ = client_->wait({keys_.exit_done(r)}, millis(timeout.count()));
-    if (!exit_barrier_passed_) {
+    if (!client_->wait({keys_.exit_done(r)}, millis(timeout.count()))) {
       std::fprintf(stderr, "ddprun: exit barrier: not every node finished within %.0f s\n",
                    timeout.count());
+    } else if (client_->get(keys_.exit_done(r)) == kInterrupted) {
+      // Another node failed or was lost after this node's workers succeeded: poll() tells
+      // which, and the others are not waited for.
+      std::fprintf(stderr, "ddprun: exit barrier: another node failed or left the round\n");
+      if (watcher_ && !watcher_->woken()) {
+        wakeup_.signal();  // poll() reads the round's state even before our watcher wakes
+      }
     }
   } catch (const rendezvous::StoreError& error) {
     // As torchrun: the barrier is best effort, the workers already succeeded.
@@ -290,6 +312,9 @@ void StoreRendezvous::shutdown(bool close_rendezvous) {
     if (close_rendezvous) {
       client_->set(keys_.job_closed(), "1");
       client_->set(keys_.reform(r), "closed");  // releases waiting nodes, who then see closed
+      // A node that re-joined after a failure this node did not take part in waits in a newer
+      // round: fail it now instead of at join_timeout.
+      close_later_rounds(r, "error " + where() + " is closed: " + self_.addr + " ended the job");
     } else if (elastic() && signal_ == RoundSignal::kNone && n > 1) {
       // Stopped by a signal: leave like a lost node, at once, so the others scale down.
       client_->add(keys_.lost(r), 1);
@@ -306,10 +331,9 @@ void StoreRendezvous::shutdown(bool close_rendezvous) {
     }
     // The store lives in this process: stay (up to close_timeout) until every node of the round
     // is done with it, so the others can still read the job's failures or finish their exit
-    // barrier (torchrun #118891). Not when a node is known to be gone: it will never leave.
-    const bool peers_alive = exit_barrier_passed_ || (!exit_barrier_attempted_ &&
-                                                      signal_ != RoundSignal::kMembershipChange);
-    if (endpoint_.hosted && close_rendezvous && n > 1 && peers_alive) {
+    // barrier (torchrun #118891).
+    // Lost nodes are counted as left by whoever declared them lost.
+    if (endpoint_.hosted && close_rendezvous && n > 1) {
       client_->wait({keys_.all_left(r)}, millis(settings_.close_timeout_s));
     }
   } catch (const rendezvous::StoreError& error) {

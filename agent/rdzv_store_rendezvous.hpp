@@ -57,6 +57,9 @@ class StoreRendezvous : public RendezvousHandler {
   // Whether membership may change (c10d: heartbeats, scale-down on leave) or is fixed (static:
   // rounds only wake each other for failures).
   virtual bool elastic() const = 0;
+  // The job ends with round `round`: make any later round that is still forming fail with
+  // `error` (an "error ..." value) instead of waiting for this node.
+  virtual void close_later_rounds(uint64_t round, const std::string& error) = 0;
 
   rendezvous::StoreClient& store() { return *client_; }
   const RdzvKeys& keys() const { return keys_; }
@@ -88,7 +91,6 @@ class StoreRendezvous : public RendezvousHandler {
   std::optional<FormedRound> current_;
   std::unique_ptr<RoundWatcher> watcher_;
   RoundSignal signal_ = RoundSignal::kNone;  // once decided for the round, it stays
-  bool exit_barrier_passed_ = false;
   bool exit_barrier_attempted_ = false;
   bool shut_down_ = false;
 };
