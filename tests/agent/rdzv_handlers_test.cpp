@@ -358,6 +358,23 @@ TEST_CASE("c10d: a heuristic host that cannot bind becomes a client; a forced on
   CHECK_THROWS_WITH(agent::make_rendezvous_handler(forced), Catch::Contains("is_host=1"));
 }
 
+TEST_CASE("c10d: a failure after another node finished fails the job; nobody hangs") {
+  ExternalStore store;
+  auto a = agent::make_rendezvous_handler(client_node(store.port(), "127.0.0.2", 2, 2));
+  auto b = agent::make_rendezvous_handler(client_node(store.port(), "127.0.0.3", 2, 2));
+  form({a.get(), b.get()});
+  // a's workers succeeded: it waits in the exit barrier (for up to 30 s).
+  auto barrier = std::async(std::launch::async, [&] { a->exit_barrier(std::chrono::seconds(30)); });
+  REQUIRE(barrier.wait_for(std::chrono::milliseconds(300)) == std::future_status::timeout);
+  // b's worker fails: a restart is allowed by max_restarts, but a is done, so the job fails.
+  const auto failed = Clock::now();
+  CHECK_FALSE(b->report_failure({failure_at(1.0, "127.0.0.3", 2)}));
+  REQUIRE(barrier.wait_for(std::chrono::seconds(5)) == std::future_status::ready);
+  CHECK(seconds_since(failed) < 2.0);
+  CHECK(a->poll() == RoundSignal::kJobFailed);
+  CHECK(a->job_failures().size() == 1);
+}
+
 TEST_CASE("c10d: agents with different --nnodes fail with both values named") {
   ExternalStore store;
   auto a = agent::make_rendezvous_handler(client_node(store.port(), "127.0.0.2", 2, 2));
