@@ -1,0 +1,115 @@
+#!/usr/bin/python3
+"""ddprun vs torchrun_ref.py: launch-to-exit, restart latency, N-agent rendezvous, peak RSS."""
+import argparse, os, socket, statistics, subprocess, sys, tempfile, time
+
+p = argparse.ArgumentParser()
+p.add_argument("--ddprun", required=True)
+p.add_argument("--torchrun", required=True)
+p.add_argument("--repeats", type=int, default=5)
+p.add_argument("--ref-agents", default="8,32")
+p.add_argument("--ddprun-agents", default="8,32,256,1024")
+args = p.parse_args()
+
+ENV = dict(os.environ, OMP_NUM_THREADS="1")
+
+
+def launcher(which):
+    if which == "ddprun":
+        return [args.ddprun]
+    return ["/usr/bin/python3", args.torchrun, "--monitor_interval", "0.1"]
+
+
+def free_port(addr="127.0.0.1"):
+    s = socket.socket()
+    s.bind((addr, 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def run_measured(cmd, env=ENV):
+    """Wall time and peak RSS (KiB) of the launcher process and what it waited for."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return time.perf_counter() - start, usage.ru_maxrss, proc.returncode
+
+
+def launch_to_exit(which):
+    times, rss = [], []
+    for _ in range(args.repeats):
+        t, r, rc = run_measured(launcher(which) + ["--standalone", "--nproc_per_node", "2",
+                                                   "--no_python", "/bin/true"])
+        assert rc == 0, (which, rc)
+        times.append(t)
+        rss.append(r)
+    return statistics.median(times), statistics.median(rss)
+
+
+def restart_latency(which):
+    """Worker crash (its own timestamp) to the last replacement worker's start timestamp."""
+    script = ('d=$BENCH_DIR; if [ "$TORCHELASTIC_RESTART_COUNT" = 0 ]; then '
+              'if [ "$LOCAL_RANK" = 1 ]; then date +%s.%N > $d/crash; exit 1; fi; exec sleep 30; '
+              'fi; date +%s.%N > $d/start-$LOCAL_RANK')
+    samples = []
+    for _ in range(args.repeats):
+        with tempfile.TemporaryDirectory() as d:
+            env = dict(ENV, BENCH_DIR=d)
+            _, _, rc = run_measured(launcher(which) + [
+                "--standalone", "--nproc_per_node", "2", "--max_restarts", "1",
+                "--no_python", "/bin/sh", "-c", script], env)
+            assert rc == 0, (which, rc)
+            crash = float(open(f"{d}/crash").read())
+            starts = [float(open(f"{d}/start-{r}").read()) for r in (0, 1)]
+            samples.append(max(starts) - crash)
+    return statistics.median(samples)
+
+
+def rendezvous(which, n):
+    """N agents (one worker each) on 127.0.x.y to every worker started."""
+    with tempfile.TemporaryDirectory() as d:
+        host = "127.0.0.2"
+        port = free_port(host)
+        env = dict(ENV, BENCH_DIR=d)
+        script = "date +%s.%N > $BENCH_DIR/w-$RANK"
+        procs = []
+        start = time.time()
+        for i in range(n):
+            addr = f"127.0.{(i + 2) // 250}.{(i + 2) % 250 + 2}" if i else host
+            cmd = launcher(which) + ["--nnodes", str(n), "--nproc_per_node", "1",
+                                     "--rdzv_backend", "c10d",
+                                     "--rdzv_endpoint", f"{host}:{port}", "--rdzv_id", "bench"]
+            if which == "ddprun":
+                cmd += ["--local_addr", addr]
+            else:
+                cmd += ["--rdzv_conf", f"is_host={1 if i == 0 else 0}"]
+            cmd += ["--no_python", "/bin/sh", "-c", script]
+            procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL,
+                                          stderr=subprocess.DEVNULL))
+        rcs = [pr.wait(timeout=600) for pr in procs]
+        assert all(rc == 0 for rc in rcs), (which, n, rcs[:8])
+        stamps = [float(open(f"{d}/w-{r}").read()) for r in range(n)]
+        return max(stamps) - start
+
+
+rows = []
+ours_t, ours_rss = launch_to_exit("ddprun")
+ref_t, ref_rss = launch_to_exit("torchrun")
+rows.append(("launch-to-exit, standalone 2x /bin/true (s)", ours_t, ref_t))
+rows.append(("agent peak RSS (MiB)", ours_rss / 1024, ref_rss / 1024))
+rows.append(("restart latency, crash -> all replaced (s)", restart_latency("ddprun"),
+             restart_latency("torchrun")))
+ref_ns = {int(x) for x in args.ref_agents.split(",") if x}
+for n in [int(x) for x in args.ddprun_agents.split(",") if x]:
+    ours = rendezvous("ddprun", n)
+    ref = rendezvous("torchrun", n) if n in ref_ns else None
+    rows.append((f"rendezvous of {n} agents -> all workers started (s)", ours, ref))
+
+print(f"{'measure (median of %d; rendezvous: 1 run)' % args.repeats:<52} {'ddprun':>10} "
+      f"{'torchrun':>10} {'ratio':>8}")
+for name, ours, ref in rows:
+    ref_text = f"{ref:10.3f}" if ref is not None else f"{'-':>10}"
+    ratio = f"{ref / ours:7.1f}x" if ref is not None and ours > 0 else f"{'-':>8}"
+    print(f"{name:<52} {ours:10.3f} {ref_text} {ratio}")
+print("ratio = torchrun / ddprun (higher is better for ddprun)")

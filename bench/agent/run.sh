@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# ddprun vs the reference torchrun (torchrun_ref.py --monitor_interval 0.1): launch-to-exit,
+# restart latency, rendezvous of N agents, agent peak memory. Prints a table of medians.
+# Usage: bench/agent/run.sh [build-dir]   (builds ddprun there first)
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+build="${1:-$root/build}"
+if [ ! -f "$build/CMakeCache.txt" ]; then
+  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+fi
+cmake --build "$build" --target ddprun >/dev/null
+shared="$root/../shared"
+[ -d "$shared" ] || shared=/work/shared
+exec /usr/bin/python3 "$here/bench_agent.py" --ddprun "$build/bin/ddprun" \
+  --torchrun "$shared/tools/torchrun_ref.py" "${@:2}"
