@@ -304,6 +304,8 @@ int storm_worker(const std::string& host, std::uint16_t port, std::int64_t total
   // Every thread exists before the storm starts: the parent says go (a byte on stdin)
   // once all workers are ready, so process start-up and LibTorch loading are not timed.
   std::latch go(1);
+  // When the last client's WAIT returned (client teardown is not part of the storm).
+  std::atomic<std::int64_t> last_woken{0};
   struct Job {
     std::string host;
     std::uint16_t port;
@@ -312,7 +314,8 @@ int storm_worker(const std::string& host, std::uint16_t port, std::int64_t total
     std::string* first_error;
     std::mutex* error_mutex;
     std::latch* go;
-  } job{host, port, total, &failures, &first_error, &error_mutex, &go};
+    std::atomic<std::int64_t>* last_woken_ns;
+  } job{host, port, total, &failures, &first_error, &error_mutex, &go, &last_woken};
   auto body = [](void* raw) -> void* {
     auto* j = static_cast<Job*>(raw);
     j->go->wait();
@@ -322,6 +325,10 @@ int storm_worker(const std::string& host, std::uint16_t port, std::int64_t total
         store.set("storm/go", bytes("1"));
       }
       store.wait({"storm/go"});
+      const std::int64_t now = wall_ns();
+      std::int64_t seen = j->last_woken_ns->load();
+      while (now > seen && !j->last_woken_ns->compare_exchange_weak(seen, now)) {
+      }
     } catch (const std::exception& error) {
       if (j->failures->fetch_add(1) == 0) {
         const std::lock_guard<std::mutex> lock(*j->error_mutex);
@@ -347,7 +354,7 @@ int storm_worker(const std::string& host, std::uint16_t port, std::int64_t total
     pthread_join(thread, nullptr);
   }
   std::string error = first_error.substr(0, first_error.find('\n'));
-  std::cout << "done " << wall_ns() << " " << failures.load() << " " << error << std::endl;
+  std::cout << "done " << last_woken.load() << " " << failures.load() << " " << error << std::endl;
   return 0;
 }
 
@@ -444,7 +451,7 @@ int main(int argc, char** argv) {
   int repetitions = 3;
   std::vector<int> mix_clients{1, 16, 256};
   std::vector<int> storm_clients{1000, 4000, 10000};
-  int storm_limit = 120;
+  int storm_limit = 180;
   for (std::size_t i = 0; i + 1 < args.size(); i += 2) {
     if (args[i] == "--store") {
       store_binary = args[i + 1];
