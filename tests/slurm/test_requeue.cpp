@@ -16,7 +16,9 @@ using namespace ddprun::slurm_test;
 
 namespace {
 
-constexpr int kEpochs = 3;
+// Long enough (about 1-2 s an epoch here) that the signal lands mid-run, short enough that the
+// second run finishes quickly.
+constexpr int kEpochs = 6;
 
 // A `scontrol show job -o` field, e.g. "Restarts".
 std::string job_field(const SlurmCluster& cluster, const std::string& job, const std::string& key) {
@@ -41,7 +43,7 @@ TEST_CASE("mingpt-requeue.sbatch: USR1 before the time limit snapshots, requeues
                                    out.string(),
                                    export_ddprun(ddprun_binary(), ""),
                                    std::string(DDPRUN_SOURCE_DIR) + "/slurm/mingpt-requeue.sbatch"};
-  for (auto& override_arg : tiny_training(dir, kEpochs, 30)) {
+  for (auto& override_arg : tiny_training(dir, kEpochs, 60)) {
     args.push_back(override_arg);
   }
   const auto job = cluster.submit(args);
@@ -54,13 +56,16 @@ TEST_CASE("mingpt-requeue.sbatch: USR1 before the time limit snapshots, requeues
   REQUIRE(cluster.client({"scancel", "--batch", "--signal=USR1", job}, 30s).exit_status == 0);
   // The requeued job waits for its BeginTime (about 2 minutes); start it now instead.
   bool requeued = false;
-  for (int i = 0; i < 300 && !requeued; ++i) {
-    requeued = job_field(cluster, job, "Restarts") == "1" &&
-               job_field(cluster, job, "JobState") == "PENDING";
+  std::string state;
+  const auto deadline = std::chrono::steady_clock::now() + 90s;
+  while (!requeued && std::chrono::steady_clock::now() < deadline) {
+    state = job_field(cluster, job, "JobState");
+    requeued = job_field(cluster, job, "Restarts") == "1" && state == "PENDING";
     if (!requeued) {
       ::usleep(100'000);  // no event tells a client that a job was requeued
     }
   }
+  INFO("job state " << state << "\n" << read_file(out));
   REQUIRE(requeued);
   REQUIRE(
       cluster.client({"scontrol", "update", "JobId=" + job, "StartTime=now"}, 30s).exit_status ==
