@@ -1,0 +1,224 @@
+// Pure parts of ddprun-train: configuration, corpus, sampler, buckets, environment, atomic files.
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <numeric>
+
+#include "atomic_file.hpp"
+#include "bucket_plan.hpp"
+#include "char_corpus.hpp"
+#include "distributed_sampler.hpp"
+#include "progress_report.hpp"
+#include "run_environment.hpp"
+#include "train_config.hpp"
+
+using namespace ddprun::train;
+using Catch::Matchers::Contains;
+
+TEST_CASE("minGPT-ddp's gpt2_train_cfg.yaml is read as is", "[config]") {
+  const char* yaml = R"(
+data_config:
+  path: data/input.txt
+  block_size: 128
+  train_split: 0.9
+  truncate: 0.05
+gpt_config:
+  n_layer: 8
+  n_head: 8
+  n_embd: 512
+trainer_config:
+  max_epochs: 10
+  batch_size: 216
+  data_loader_workers: 4
+  grad_norm_clip: 1.0
+  snapshot_path: gpt_snapshot.pt
+  save_every: 3
+  use_amp: True
+optimizer_config:
+  weight_decay: 0.1
+  learning_rate: 0.0003
+hydra:
+  run:
+    dir: ./
+)";
+  const auto c = apply_document(preset("default"), yaml, "gpt2_train_cfg.yaml");
+  validate(c);
+  CHECK(c.data.path == "data/input.txt");
+  CHECK(c.data.block_size == 128);
+  CHECK(c.data.truncate == Approx(0.05));
+  CHECK(c.gpt.n_layer == 8);
+  CHECK(c.gpt.n_embd == 512);
+  CHECK(c.trainer.batch_size == 216);
+  CHECK(c.trainer.snapshot_path == "gpt_snapshot.pt");
+  CHECK(c.trainer.save_every == 3);
+  CHECK(c.trainer.use_amp);
+  CHECK(c.optimizer.learning_rate == Approx(3e-4));
+}
+
+TEST_CASE("JSON configurations and Hydra-style overrides", "[config]") {
+  auto c =
+      apply_document(preset("default"),
+                     R"({"gpt_config": {"n_layer": 3}, "trainer_config": {"seed": 7}})", "c.json");
+  CHECK(c.gpt.n_layer == 3);
+  CHECK(c.trainer.seed == 7);
+  c = apply_override(c, "trainer_config.max_epochs=2");
+  c = apply_override(c, "gpt_config.n_layer=4");
+  c = apply_override(c, "trainer_config.snapshot_path=/tmp/x y.pt");
+  c = apply_override(c, "optimizer_config.learning_rate=1e-3");
+  CHECK(c.trainer.max_epochs == 2);
+  CHECK(c.gpt.n_layer == 4);
+  CHECK(c.trainer.snapshot_path == "/tmp/x y.pt");
+  CHECK(c.optimizer.learning_rate == Approx(1e-3));
+  CHECK(preset("mingpt").gpt.n_embd == 512);
+}
+
+TEST_CASE("bad configurations are refused with the key named", "[config]") {
+  const auto base = preset("default");
+  CHECK_THROWS_WITH(apply_override(base, "trainer_config.max_epoch=3"),
+                    Contains("unknown configuration key 'trainer_config.max_epoch'"));
+  CHECK_THROWS_WITH(apply_override(base, "model.n_layer=3"),
+                    Contains("unknown configuration section 'model'"));
+  CHECK_THROWS_WITH(apply_override(base, "trainer_config.max_epochs=ten"),
+                    Contains("'trainer_config.max_epochs' must be an integer"));
+  CHECK_THROWS_WITH(apply_override(base, "trainer_config.max_epochs=2.5"),
+                    Contains("must be an integer"));
+  CHECK_THROWS_WITH(apply_override(base, "trainer_config.use_amp=maybe"),
+                    Contains("must be a boolean"));
+  CHECK_THROWS_WITH(apply_override(base, "max_epochs"), Contains("section.key=value"));
+  CHECK_THROWS_WITH(apply_document(base, "gpt_config: [1, 2]", "f.yaml"),
+                    Contains("f.yaml") && Contains("must be a mapping"));
+  CHECK_THROWS_WITH(apply_document(base, "gpt_config: {n_layer: {a: 1}}", "f.yaml"),
+                    Contains("'gpt_config.n_layer' must be an integer"));
+  CHECK_THROWS_WITH(apply_document(base, "{unbalanced", "f.yaml"), Contains("not valid YAML"));
+  CHECK_THROWS_WITH(preset("huge"), Contains("unknown preset 'huge'"));
+  auto c = base;
+  c.gpt.n_embd = 66;
+  c.gpt.n_head = 4;
+  CHECK_THROWS_WITH(validate(c),
+                    Contains("n_embd (66) must be divisible by gpt_config.n_head (4)"));
+  c = base;
+  c.trainer.batch_size = 0;
+  CHECK_THROWS_WITH(validate(c), Contains("trainer_config.batch_size"));
+  c = base;
+  c.data.train_split = 1.0;
+  CHECK_THROWS_WITH(validate(c), Contains("train_split"));
+}
+
+TEST_CASE("character corpus: sorted vocabulary, truncation, windows", "[corpus]") {
+  const auto corpus = make_char_corpus("hello world", 1.0, 4, "t");
+  CHECK(corpus.vocabulary == std::vector<char32_t>{' ', 'd', 'e', 'h', 'l', 'o', 'r', 'w'});
+  CHECK(corpus.tokens.size() == 11);
+  CHECK(corpus.sample_count() == 7);
+  CHECK(corpus.tokens[0] == 3);  // 'h'
+  // truncate keeps int(n * truncate) characters and builds the vocabulary from them only.
+  const auto half = make_char_corpus("abcdefgh", 0.5, 2, "t");
+  CHECK(half.vocabulary.size() == 4);
+  // UTF-8 is decoded to code points.
+  CHECK(make_char_corpus("\xc3\xa9t\xc3\xa9!", 1.0, 2, "t").vocabulary.size() == 3);
+  CHECK_THROWS_WITH(make_char_corpus("abc\xff", 1.0, 1, "bad.bin"),
+                    Contains("bad.bin") && Contains("not UTF-8"));
+  CHECK_THROWS_WITH(make_char_corpus("short", 1.0, 64, "tiny.txt"),
+                    Contains("tiny.txt") && Contains("block_size"));
+}
+
+TEST_CASE("seeded split keeps every sample exactly once", "[corpus]") {
+  std::vector<int64_t> permutation{4, 0, 3, 1, 2, 5, 9, 7, 8, 6};
+  const auto split = split_samples(permutation, 0.9);
+  CHECK(split.train.size() == 9);
+  CHECK(split.test == std::vector<int64_t>{6});
+}
+
+TEST_CASE("DistributedSampler: padding by repetition and rank striding", "[sampler]") {
+  const std::vector<int64_t> order{7, 3, 5, 1, 0};  // 5 samples, 2 ranks -> pad to 6
+  CHECK(samples_per_rank(5, 2) == 3);
+  CHECK(rank_positions(order, 2, 0) == std::vector<int64_t>{7, 5, 0});
+  CHECK(rank_positions(order, 2, 1) == std::vector<int64_t>{3, 1, 7});
+  // Padding larger than the dataset repeats the whole order (PyTorch's behaviour).
+  CHECK(rank_positions({1, 2}, 5, 4) == std::vector<int64_t>{1});
+  CHECK(rank_positions({1, 2}, 5, 3) == std::vector<int64_t>{2});
+  CHECK(batches_per_epoch(25, 8, 0) == 4);
+  CHECK(batches_per_epoch(25, 8, 2) == 2);
+  CHECK_THROWS(rank_positions(order, 2, 2));
+}
+
+TEST_CASE("bucket plan: reverse order, small first bucket, cap overshoot by one tensor",
+          "[buckets]") {
+  constexpr int64_t MiB = 1 << 20;
+  // Parameters 0..4; the walk starts at 4.
+  const auto buckets = plan_buckets({10 * MiB, 20 * MiB, 5 * MiB, MiB / 2, MiB / 2});
+  REQUIRE(buckets.size() == 3);
+  CHECK(buckets[0] == std::vector<size_t>{4, 3});  // reaches 1 MiB
+  CHECK(buckets[1] == std::vector<size_t>{2, 1});  // 25 MiB reached with the 20 MiB tensor
+  CHECK(buckets[2] == std::vector<size_t>{0});
+  CHECK(plan_buckets({100, 100}).size() == 1);
+}
+
+TEST_CASE("the torchrun worker environment", "[environment]") {
+  std::map<std::string, std::string> vars{{"RANK", "1"},
+                                          {"WORLD_SIZE", "2"},
+                                          {"LOCAL_RANK", "1"},
+                                          {"MASTER_ADDR", "127.0.0.1"},
+                                          {"MASTER_PORT", "29511"},
+                                          {"TORCHELASTIC_USE_AGENT_STORE", "True"},
+                                          {"TORCHELASTIC_RESTART_COUNT", "3"}};
+  auto lookup = [&](const std::string& n) -> std::optional<std::string> {
+    const auto it = vars.find(n);
+    return it == vars.end() ? std::nullopt : std::optional<std::string>(it->second);
+  };
+  const auto env = read_run_environment(lookup);
+  CHECK(env.rank == 1);
+  CHECK(env.world_size == 2);
+  CHECK(env.master_port == 29511);
+  CHECK(env.use_agent_store);
+  CHECK(agent_store_prefix(env) == "/worker/attempt_3");
+  vars["RANK"] = "2";
+  CHECK_THROWS_WITH(read_run_environment(lookup), Contains("RANK='2'"));
+  vars["RANK"] = "1";
+  vars["MASTER_PORT"] = "http";
+  CHECK_THROWS_WITH(read_run_environment(lookup), Contains("MASTER_PORT"));
+  const auto alone = read_run_environment([](const std::string&) { return std::nullopt; });
+  CHECK(alone.world_size == 1);
+}
+
+TEST_CASE("progress lines carry epoch, iteration, losses, throughput and ETA", "[report]") {
+  ProgressSample s;
+  s.epoch = 2;
+  s.max_epochs = 4;
+  s.step = 10;
+  s.steps_in_epoch = 75;
+  s.global_step = 85;
+  s.train_loss = 2.5;
+  s.eval_loss = 2.25;
+  s.tokens_per_second = 12345;
+  s.elapsed_seconds = 75;
+  s.eta_seconds = 3725;
+  CHECK(progress_line(s) ==
+        "epoch 2/4 | iter 10/75 | train loss 2.5000 | 12345 tok/s | elapsed 1:15 | eta 1:02:05");
+  CHECK_THAT(epoch_summary_line(s), Contains("eval loss 2.2500"));
+  CHECK_THAT(metrics_json_line(s, "epoch"), Contains("\"eval_loss\":2.25"));
+  CHECK(estimate_eta(10.0, 5, 20) == Approx(40.0));
+}
+
+TEST_CASE("atomic replacement leaves the old file whole when the writer fails", "[atomic]") {
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("ddprun-atomic-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const auto path = (dir / "snapshot.pt").string();
+  write_file_atomically(path, [](const ChunkWriter& w) { w("old", 3); });
+  CHECK_THROWS_WITH(write_file_atomically(path,
+                                          [](const ChunkWriter& w) {
+                                            w("new-partial", 11);
+                                            throw std::runtime_error("crash mid-write");
+                                          }),
+                    Contains("crash mid-write"));
+  std::ifstream in(path);
+  std::string content;
+  std::getline(in, content);
+  CHECK(content == "old");
+  // No temporary file is left behind.
+  CHECK(std::distance(std::filesystem::directory_iterator(dir), {}) == 1);
+  std::filesystem::remove_all(dir);
+}

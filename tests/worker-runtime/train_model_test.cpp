@@ -1,0 +1,155 @@
+// The LibTorch model and snapshots of ddprun-train: names, initialisation, causality, snapshot
+// round trip, and clear errors for corrupt, truncated or mismatched snapshots.
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+
+#include "gpt_model.hpp"
+#include "snapshot_io.hpp"
+#include "snapshot_state.hpp"
+
+using namespace ddprun::train;
+using Catch::Matchers::Contains;
+
+namespace {
+
+GptShape tiny_shape(int64_t n_embd = 32) {
+  return GptShape{11, 16, 2, 4, n_embd, 0.0, 0.0, 0.0};
+}
+
+struct TempDir {
+  TempDir()
+      : path(std::filesystem::temp_directory_path() /
+             ("ddprun-train-model-" + std::to_string(::getpid()))) {
+    std::filesystem::create_directories(path);
+  }
+  ~TempDir() { std::filesystem::remove_all(path); }
+  std::string file(const std::string& name) const { return (path / name).string(); }
+  std::filesystem::path path;
+};
+
+void train_steps(Gpt& model, torch::optim::AdamW& optimizer, int steps, uint64_t data_seed) {
+  auto generator = at::detail::createCPUGenerator(data_seed);
+  for (int k = 0; k < steps; ++k) {
+    const auto idx = torch::randint(11, {4, 16}, generator, torch::kLong);
+    optimizer.zero_grad();
+    language_model_loss(model->forward(idx), idx).backward();
+    optimizer.step();
+  }
+}
+
+}  // namespace
+
+TEST_CASE("parameter names and groups are minGPT-ddp's", "[model]") {
+  torch::manual_seed(0);
+  Gpt model(tiny_shape());
+  std::vector<std::string> names;
+  for (const auto& item : model->named_parameters()) {
+    names.push_back(item.key());
+  }
+  for (const char* expected :
+       {"emb_stem.pos_emb", "emb_stem.tok_emb.weight", "blocks.0.ln1.weight",
+        "blocks.0.attn.c_proj.weight", "blocks.0.attn.attn.in_proj_weight",
+        "blocks.0.attn.attn.in_proj_bias", "blocks.0.attn.attn.out_proj.weight",
+        "blocks.0.mlp.0.weight", "blocks.1.mlp.2.bias", "ln_f.weight", "head.weight"}) {
+    CHECK(std::find(names.begin(), names.end(), expected) != names.end());
+  }
+  CHECK(names.size() == 2 * 14 + 5);  // 14 per block; head has no bias
+  CHECK(model->named_buffers().size() == 2);
+  CHECK(model->named_buffers().contains("blocks.1.attn.mask"));
+  const auto groups = optimizer_parameter_groups(*model);
+  CHECK(groups.decay.size() == 2 * 5 + 1);
+  CHECK(groups.no_decay.size() == 2 * 9 + 4);
+  CHECK(std::is_sorted(groups.decay.begin(), groups.decay.end()));
+  CHECK(std::find(groups.decay.begin(), groups.decay.end(), "blocks.0.attn.attn.in_proj_weight") !=
+        groups.decay.end());
+}
+
+TEST_CASE("initialisation follows minGPT-ddp", "[model]") {
+  torch::manual_seed(0);
+  Gpt model(GptShape{11, 16, 2, 4, 128, 0.0, 0.0, 0.0});
+  const auto p = model->named_parameters();
+  CHECK(p["emb_stem.pos_emb"].abs().max().item<float>() == 0.0f);
+  CHECK(p["blocks.0.mlp.0.weight"].std().item<float>() == Approx(0.02).epsilon(0.05));
+  CHECK(p["blocks.0.attn.c_proj.weight"].std().item<float>() == Approx(0.01).epsilon(0.05));
+  // in_proj_weight keeps nn.MultiheadAttention's xavier_uniform: std sqrt(2 / (E + 3E)).
+  CHECK(p["blocks.0.attn.attn.in_proj_weight"].std().item<float>() ==
+        Approx(std::sqrt(2.0 / (4 * 128))).epsilon(0.05));
+  CHECK(p["blocks.0.ln1.weight"].min().item<float>() == 1.0f);
+  CHECK(p["blocks.0.attn.attn.out_proj.bias"].abs().max().item<float>() == 0.0f);
+}
+
+TEST_CASE("causality: future tokens do not change earlier logits", "[model]") {
+  torch::manual_seed(1);
+  Gpt model(tiny_shape());
+  model->eval();
+  torch::NoGradGuard no_grad;
+  auto idx = torch::randint(11, {2, 16}, torch::kLong);
+  const auto before = model->forward(idx);
+  auto changed = idx.clone();
+  changed.narrow(1, 10, 6).copy_((idx.narrow(1, 10, 6) + 1) % 11);
+  const auto after = model->forward(changed);
+  CHECK(torch::equal(before.narrow(1, 0, 10), after.narrow(1, 0, 10)));
+  CHECK_FALSE(torch::allclose(before.narrow(1, 10, 6), after.narrow(1, 10, 6)));
+}
+
+TEST_CASE("snapshot round trip restores model and optimizer exactly", "[snapshot]") {
+  TempDir dir;
+  torch::manual_seed(2);
+  Gpt a(tiny_shape());
+  const auto groups = optimizer_parameter_groups(*a);
+  auto opt_a = make_adamw(*a, groups, 1e-3, 0.1);
+  train_steps(a, *opt_a, 3, 7);
+  const auto path = dir.file("snapshot.pt");
+  write_snapshot_file(path, make_snapshot(*a, *opt_a, groups, {5, 2, 2, 1337}));
+
+  torch::manual_seed(3);
+  Gpt b(tiny_shape());
+  auto opt_b = make_adamw(*b, groups, 1e-3, 0.1);
+  const auto position = restore_snapshot(read_snapshot_file(path), path, *b, *opt_b, groups);
+  CHECK(position.finished_epoch == 5);
+  CHECK(position.steps_into_epoch == 2);
+  CHECK(position.world_size == 2);
+  for (const auto& item : a->named_parameters()) {
+    CHECK(torch::equal(item.value(), b->named_parameters()[item.key()]));
+  }
+  // The optimizer state came back too: one more identical step keeps them bit-identical.
+  train_steps(a, *opt_a, 1, 9);
+  train_steps(b, *opt_b, 1, 9);
+  for (const auto& item : a->named_parameters()) {
+    CHECK(torch::equal(item.value(), b->named_parameters()[item.key()]));
+  }
+}
+
+TEST_CASE("unusable snapshots give an error naming the file and the reason", "[snapshot]") {
+  TempDir dir;
+  torch::manual_seed(4);
+  Gpt model(tiny_shape());
+  const auto groups = optimizer_parameter_groups(*model);
+  auto optimizer = make_adamw(*model, groups, 1e-3, 0.1);
+  train_steps(model, *optimizer, 1, 1);
+  const auto good = dir.file("good.pt");
+  write_snapshot_file(good, make_snapshot(*model, *optimizer, groups, {1, 0, 1, 0}));
+
+  const auto garbage = dir.file("garbage.pt");
+  std::ofstream(garbage) << "this is not a zip archive at all";
+  CHECK_THROWS_WITH(read_snapshot_file(garbage), Contains(garbage) && Contains("corrupt"));
+
+  const auto truncated = dir.file("truncated.pt");
+  std::filesystem::copy_file(good, truncated);
+  std::filesystem::resize_file(truncated, std::filesystem::file_size(good) / 2);
+  CHECK_THROWS_WITH(read_snapshot_file(truncated), Contains(truncated));
+
+  const auto empty = dir.file("empty.pt");
+  std::ofstream(empty).close();
+  CHECK_THROWS_WITH(read_snapshot_file(empty), Contains("empty"));
+
+  Gpt wider(tiny_shape(64));
+  const auto wider_groups = optimizer_parameter_groups(*wider);
+  auto wider_opt = make_adamw(*wider, wider_groups, 1e-3, 0.1);
+  CHECK_THROWS_WITH(
+      restore_snapshot(read_snapshot_file(good), good, *wider, *wider_opt, wider_groups),
+      Contains(good) && Contains("n_embd=32"));
+}

@@ -1,0 +1,290 @@
+// ddprun-train as real processes: exact resume after SIGKILL, SIGTERM preemption, a snapshot write
+// killed half-way, and bad configurations. Ranks are started with the torchrun environment; the
+// store is hosted here (as ddprun's agent does) or by rank 0.
+#include <netinet/in.h>
+#include <sys/inotify.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include "child_process.hpp"
+#include "snapshot_io.hpp"
+
+using namespace std::chrono_literals;
+using Catch::Matchers::Contains;
+using ddprun::test::ChildProcess;
+
+namespace {
+
+const std::string kTrainer = std::string(DDPRUN_BIN_DIR) + "/ddprun-train";
+
+struct TempDir {
+  explicit TempDir(const std::string& name)
+      : path(std::filesystem::temp_directory_path() /
+             ("ddprun-train-" + name + "-" + std::to_string(::getpid()))) {
+    std::filesystem::remove_all(path);
+    std::filesystem::create_directories(path);
+  }
+  ~TempDir() { std::filesystem::remove_all(path); }
+  std::string file(const std::string& name) const { return (path / name).string(); }
+  std::filesystem::path path;
+};
+
+std::vector<std::string> tiny_args(std::vector<std::string> extra) {
+  std::vector<std::string> args{kTrainer,
+                                "data_config.block_size=16",
+                                "data_config.truncate=0.25",
+                                "gpt_config.n_layer=1",
+                                "gpt_config.n_head=2",
+                                "gpt_config.n_embd=32",
+                                "trainer_config.batch_size=8",
+                                "trainer_config.eval_batches=2",
+                                "trainer_config.log_every=1",
+                                "optimizer_config.learning_rate=0.003"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+c10::intrusive_ptr<c10d::TCPStore> host_store() {
+  c10d::TCPStoreOptions options;
+  options.port = 0;
+  options.isServer = true;
+  options.waitWorkers = false;
+  options.timeout = std::chrono::seconds(60);
+  return c10::make_intrusive<c10d::TCPStore>("127.0.0.1", options);
+}
+
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  socklen_t length = sizeof addr;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &length);
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+// Two ranks of one job. With an agent store port, they are clients of it under the restart
+// attempt's prefix; with port 0 rank 0 hosts the store on a free port.
+std::vector<std::unique_ptr<ChildProcess>> start_ranks(const std::vector<std::string>& args,
+                                                       const TempDir& dir, int64_t agent_port,
+                                                       int attempt) {
+  const int port = agent_port > 0 ? static_cast<int>(agent_port) : free_port();
+  std::vector<std::unique_ptr<ChildProcess>> ranks;
+  for (int rank = 0; rank < 2; ++rank) {
+    std::map<std::string, std::string> env{{"RANK", std::to_string(rank)},
+                                           {"LOCAL_RANK", std::to_string(rank)},
+                                           {"WORLD_SIZE", "2"},
+                                           {"LOCAL_WORLD_SIZE", "2"},
+                                           {"MASTER_ADDR", "127.0.0.1"},
+                                           {"MASTER_PORT", std::to_string(port)},
+                                           {"TORCHELASTIC_RESTART_COUNT", std::to_string(attempt)},
+                                           {"OMP_NUM_THREADS", "1"}};
+    if (agent_port > 0) {
+      env["TORCHELASTIC_USE_AGENT_STORE"] = "True";
+    }
+    ranks.push_back(std::make_unique<ChildProcess>(args, env, dir.path.string()));
+  }
+  return ranks;
+}
+
+void expect_exit(std::vector<std::unique_ptr<ChildProcess>>& ranks, int code) {
+  for (auto& rank : ranks) {
+    const auto status = rank->wait(120s);
+    INFO(rank->output());
+    REQUIRE(status.has_value());
+    CHECK(*status == code);
+  }
+}
+
+c10::impl::GenericDict as_dict(const c10::IValue& v) {
+  return v.toGenericDict();
+}
+c10::IValue at(const c10::impl::GenericDict& d, const std::string& key) {
+  return d.at(c10::IValue(key));
+}
+
+// Bit-identical model_state and optimizer_state (every tensor, every step count).
+void expect_identical_snapshots(const std::string& a, const std::string& b) {
+  const auto sa = as_dict(ddprun::train::read_snapshot_file(a));
+  const auto sb = as_dict(ddprun::train::read_snapshot_file(b));
+  CHECK(at(sa, "finished_epoch").toInt() == at(sb, "finished_epoch").toInt());
+  const auto ma = as_dict(at(sa, "model_state"));
+  const auto mb = as_dict(at(sb, "model_state"));
+  REQUIRE(ma.size() == mb.size());
+  for (const auto& entry : ma) {
+    INFO(entry.key().toStringRef());
+    CHECK(torch::equal(entry.value().toTensor(), mb.at(entry.key()).toTensor()));
+  }
+  const auto oa = as_dict(at(as_dict(at(sa, "optimizer_state")), "state"));
+  const auto ob = as_dict(at(as_dict(at(sb, "optimizer_state")), "state"));
+  REQUIRE(oa.size() == ob.size());
+  for (const auto& entry : oa) {
+    const auto xa = as_dict(entry.value());
+    const auto xb = as_dict(ob.at(entry.key()));
+    for (const char* key : {"step", "exp_avg", "exp_avg_sq"}) {
+      CHECK(torch::equal(at(xa, key).toTensor(), at(xb, key).toTensor()));
+    }
+  }
+}
+
+int64_t finished_epoch(const std::string& path) {
+  return at(as_dict(ddprun::train::read_snapshot_file(path)), "finished_epoch").toInt();
+}
+
+}  // namespace
+
+TEST_CASE("a job killed with SIGKILL resumes from its snapshot to bit-identical weights",
+          "[resume]") {
+  const auto args = tiny_args({"trainer_config.max_epochs=3", "trainer_config.steps_per_epoch=6"});
+  TempDir straight("straight");
+  {
+    auto ranks = start_ranks(args, straight, 0, 0);  // rank 0 hosts the store
+    expect_exit(ranks, 0);
+  }
+  TempDir killed("killed");
+  auto store = host_store();
+  {
+    auto ranks = start_ranks(args, killed, store->getPort(), 0);
+    REQUIRE(ranks[0]->wait_for_output("snapshot: wrote snapshot.pt (finished epoch 1)", 120s));
+    for (auto& rank : ranks) {
+      rank->signal(SIGKILL);
+    }
+    expect_exit(ranks, 128 + SIGKILL);
+  }
+  CHECK(finished_epoch(killed.file("snapshot.pt")) >= 1);
+  {
+    auto ranks = start_ranks(args, killed, store->getPort(), 1);  // the agent's restart
+    REQUIRE(ranks[0]->wait_for_output("resumed from snapshot.pt", 120s));
+    expect_exit(ranks, 0);
+  }
+  expect_identical_snapshots(straight.file("snapshot.pt"), killed.file("snapshot.pt"));
+}
+
+TEST_CASE("SIGTERM: the step finishes, rank 0 snapshots, exit 143, and the resume is exact",
+          "[preemption]") {
+  const auto args = tiny_args({"trainer_config.max_epochs=1", "trainer_config.steps_per_epoch=30"});
+  auto store = host_store();
+  TempDir straight("term-straight");
+  {
+    auto ranks = start_ranks(args, straight, store->getPort(), 0);
+    expect_exit(ranks, 0);
+  }
+  TempDir stopped("term-stopped");
+  {
+    auto ranks = start_ranks(args, stopped, store->getPort(), 1);
+    REQUIRE(ranks[0]->wait_for_output("iter 3/30", 120s));
+    for (auto& rank : ranks) {
+      rank->signal(SIGTERM);
+    }
+    expect_exit(ranks, 143);
+    CHECK_THAT(ranks[0]->output(), Contains("preempted") && Contains("steps into the next"));
+  }
+  CHECK(finished_epoch(stopped.file("snapshot.pt")) == 0);
+  {
+    auto ranks = start_ranks(args, stopped, store->getPort(), 2);
+    REQUIRE(ranks[0]->wait_for_output("resumed from snapshot.pt: finished epoch 0", 120s));
+    expect_exit(ranks, 0);
+  }
+  expect_identical_snapshots(straight.file("snapshot.pt"), stopped.file("snapshot.pt"));
+}
+
+TEST_CASE("a process killed while writing its snapshot leaves the previous one loadable",
+          "[snapshot]") {
+  TempDir dir("interrupted");
+  // Wide enough that the snapshot (about 40 MB) takes a while to write and fsync.
+  const auto args = tiny_args({"gpt_config.n_layer=4", "gpt_config.n_embd=256",
+                               "trainer_config.steps_per_epoch=1", "trainer_config.batch_size=2",
+                               "trainer_config.eval_batches=1"});
+  const std::map<std::string, std::string> env{{"OMP_NUM_THREADS", "1"}};
+  {
+    auto first = args;
+    first.push_back("trainer_config.max_epochs=1");
+    ChildProcess run(first, env, dir.path.string());
+    REQUIRE(run.wait(120s) == 0);
+  }
+  REQUIRE(finished_epoch(dir.file("snapshot.pt")) == 1);
+
+  const int watch = inotify_init1(IN_CLOEXEC);
+  REQUIRE(inotify_add_watch(watch, dir.path.c_str(), IN_CREATE) >= 0);
+  auto second = args;
+  second.push_back("trainer_config.max_epochs=2");
+  ChildProcess run(second, env, dir.path.string());
+  // The temporary file's creation is the moment the write has begun: kill then.
+  bool saw_temporary = false;
+  while (!saw_temporary) {
+    pollfd p{watch, POLLIN, 0};
+    REQUIRE(::poll(&p, 1, 120000) == 1);
+    alignas(inotify_event) char buffer[4096];
+    const ssize_t n = ::read(watch, buffer, sizeof buffer);
+    REQUIRE(n > 0);
+    for (ssize_t off = 0; off < n;) {
+      const auto* event = reinterpret_cast<const inotify_event*>(buffer + off);
+      if (event->len > 0 && std::string(event->name).rfind("snapshot.pt.tmp.", 0) == 0) {
+        saw_temporary = true;
+      }
+      off += static_cast<ssize_t>(sizeof(inotify_event) + event->len);
+    }
+  }
+  run.signal(SIGKILL);
+  CHECK(run.wait(60s) == 128 + SIGKILL);
+  ::close(watch);
+  // The old snapshot is whole (epoch 2's write was cut short before its rename).
+  const auto epoch = finished_epoch(dir.file("snapshot.pt"));
+  CHECK((epoch == 1 || epoch == 2));
+  if (epoch == 2) {
+    WARN("the write finished before SIGKILL arrived; the test did not interrupt it");
+  }
+  ChildProcess again(second, env, dir.path.string());
+  CHECK(again.wait(120s) == 0);
+  CHECK_THAT(again.output(), Contains("resumed from snapshot.pt"));
+}
+
+TEST_CASE("bad configurations and snapshots give a clear error and a non-zero exit", "[config]") {
+  TempDir dir("bad");
+  struct Case {
+    std::vector<std::string> args;
+    int code;
+    std::string message;
+  };
+  std::ofstream(dir.file("tiny.txt")) << "too short";
+  std::ofstream(dir.file("bad.yaml")) << "trainer_config:\n  max_epochs: [1]\n";
+  const std::vector<Case> cases{
+      {{kTrainer, "trainer_config.max_epoch=2"},
+       2,
+       "unknown configuration key 'trainer_config.max_epoch'"},
+      {{kTrainer, "gpt_config.n_layer=two"}, 2, "'gpt_config.n_layer' must be an integer"},
+      {{kTrainer, "bad.yaml"},
+       2,
+       "bad.yaml: configuration key 'trainer_config.max_epochs' must be an integer"},
+      {{kTrainer, "missing.yaml"},
+       2,
+       "configuration file missing.yaml cannot be read: no such file"},
+      {{kTrainer, "data_config.path=nowhere.txt"},
+       2,
+       "data_config.path nowhere.txt cannot be read"},
+      {{kTrainer, "data_config.path=tiny.txt"}, 2, "tiny.txt: 9 characters"},
+      {{kTrainer, "gpt_config.n_embd=30", "gpt_config.n_head=4"},
+       2,
+       "must be divisible by gpt_config.n_head"},
+      {{kTrainer, "--bogus"}, 2, "unknown option --bogus"},
+  };
+  for (const auto& c : cases) {
+    ChildProcess run(c.args, {}, dir.path.string());
+    const auto status = run.wait(60s);
+    INFO(c.args.back() << ": " << run.output());
+    CHECK(status == c.code);
+    CHECK_THAT(run.output(), Contains(c.message));
+  }
+  std::ofstream(dir.file("snapshot.pt")) << "PK\x03\x04 definitely not a whole zip";
+  ChildProcess corrupt(tiny_args({}), {}, dir.path.string());
+  CHECK(corrupt.wait(60s) == 1);
+  CHECK_THAT(corrupt.output(), Contains("snapshot snapshot.pt: corrupt or truncated"));
+}
