@@ -26,7 +26,10 @@ c10::intrusive_ptr<c10d::Store> connect_store(const RunEnvironment& env) {
   options.timeout = kStoreTimeout;
   options.numWorkers = static_cast<std::size_t>(env.world_size);
   options.isServer = !env.use_agent_store && env.rank == 0;
-  options.waitWorkers = options.isServer;
+  // Every rank counts itself in, as torch.distributed's env:// rendezvous does: the hosting rank
+  // waits until all world_size ranks have arrived, and would wait the whole timeout for a rank
+  // that never counts itself in.
+  options.waitWorkers = !env.use_agent_store;
   options.multiTenant = true;
   try {
     auto tcp = c10::make_intrusive<c10d::TCPStore>(env.master_addr, options);

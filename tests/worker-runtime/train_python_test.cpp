@@ -1,6 +1,7 @@
-// Interop with PyTorch: ddprun-train runs as the worker of the reference torchrun (agent store,
-// 2 ranks), and the snapshot it writes loads in Python with torch.load, strict load_state_dict
-// into the PyTorch minGPT module and AdamW.load_state_dict, and training continues.
+// Interop with PyTorch: ddprun-train runs as the worker of the reference torchrun (PyTorch 1.13's
+// c10d contract: rank 0 hosts the store on MASTER_PORT, 2 ranks), and the snapshot it writes loads
+// in Python with torch.load, strict load_state_dict into the PyTorch minGPT module and
+// AdamW.load_state_dict, and training continues.
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
