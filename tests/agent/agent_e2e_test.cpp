@@ -1,5 +1,7 @@
 // End-to-end tests of the real ddprun binary: nodes are agents on 127.0.0.2, 127.0.0.3, ...
 // (--local_addr) forming a c10d rendezvous on loopback; workers are small shell scripts.
+#include <sys/stat.h>
+
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
@@ -109,10 +111,15 @@ TEST_CASE(
     "a worker crash restarts the whole job; exhausted, every node shows the same root cause") {
   Job job;
   job.max_restarts = 1;
-  // Rank 3 fails in every attempt; the others run until they are stopped.
+  // Rank 3 fails in every attempt, once the others have recorded the attempt (the agents stop
+  // the survivors of a failure, possibly before their first line); the others run until stopped.
   job.script =
       "echo \"$TORCHELASTIC_RESTART_COUNT\" >> $DIR/attempts-$RANK;"
-      "if [ $RANK = 3 ]; then echo crashing >&2; exit 7; fi; exec sleep 60";
+      "if [ $RANK = 3 ]; then"
+      "  while [ \"$(cat $DIR/attempts-0 $DIR/attempts-1 $DIR/attempts-2 2>/dev/null |"
+      "           grep -c \"^$TORCHELASTIC_RESTART_COUNT\\$\")\" -lt 3 ]; do sleep 0.02; done;"
+      "  echo crashing >&2; exit 7;"
+      "fi; exec sleep 60";
   auto a = job.start(2);
   auto b = job.start(3);
   auto status_a = a->wait_exit(60s);
@@ -237,16 +244,27 @@ TEST_CASE("bad input: an unreachable endpoint and mismatched --nnodes fail clear
     INFO(b->output());
     CHECK(status_b == 1);
     CHECK(status_a == 1);
-    CHECK(b->output().find("nnodes") != std::string::npos);
+    // Whichever agent reads the other's record first names the mismatch; the other then loses
+    // the store (or its peer) and fails too.
+    CHECK((a->output() + b->output()).find("disagree on --nnodes") != std::string::npos);
   }
 }
 
 TEST_CASE("logs: prefixes, template, --tee, --local_ranks_filter, --log_dir layout, error files") {
   TempDir dir;
   const std::string log_dir = dir / "logs";
+  // Rank 1 fails only after rank 0 has written both lines (a FIFO hand-off): the agent stops
+  // the survivors of a failed group, and rank 0 must not be stopped half-way through its output.
+  const std::string fifo = dir / "rank0-done";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
   const std::string script =
       "echo out-$RANK; echo err-$RANK >&2;"
-      "if [ $LOCAL_RANK = 1 ]; then printf '%s' '{\"message\": {\"message\": \"ValueError: bad "
+      "if [ $LOCAL_RANK = 0 ]; then echo done > " +
+      fifo +
+      "; fi;"
+      "if [ $LOCAL_RANK = 1 ]; then read done < " +
+      fifo +
+      "; printf '%s' '{\"message\": {\"message\": \"ValueError: bad "
       "batch\", \"extraInfo\": {\"py_callstack\": \"Traceback: bad batch\", \"timestamp\": "
       "\"1700000000\"}}}' > $TORCHELASTIC_ERROR_FILE; exit 2; fi";
   Process agent({ddprun_binary(), "--standalone", "--nproc_per_node", "2", "--log_dir", log_dir,

@@ -45,8 +45,9 @@ std::map<int, Env> collect_envs(const std::vector<std::vector<std::string>>& nod
                                   std::map<std::string, std::string>{{"OUT", dir / tag}}));
   }
   for (auto& agent : agents) {
-    INFO(agent->output());
-    REQUIRE(agent->wait_exit(90s) == 0);
+    const auto status = agent->wait_exit(90s);
+    INFO(agent->output());  // read after the exit, so the failure shows what the launcher said
+    REQUIRE(status == 0);
   }
   std::map<int, Env> envs;
   for (int rank = 0; rank < world; ++rank) {
