@@ -58,6 +58,20 @@ void DeadlineSocket::close() {
   }
 }
 
+namespace {
+bool connected_to_itself(int fd) {
+  sockaddr_storage local{};
+  sockaddr_storage peer{};
+  socklen_t local_length = sizeof(local);
+  socklen_t peer_length = sizeof(peer);
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_length) != 0 ||
+      ::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_length) != 0) {
+    return false;
+  }
+  return local_length == peer_length && std::memcmp(&local, &peer, local_length) == 0;
+}
+}  // namespace
+
 DeadlineSocket DeadlineSocket::connect(const std::string& host, std::uint16_t port,
                                        Deadline deadline) {
   addrinfo hints{};
@@ -95,6 +109,12 @@ DeadlineSocket DeadlineSocket::connect(const std::string& host, std::uint16_t po
         last_error = errno_text(error);
         continue;
       }
+    }
+    if (connected_to_itself(socket.fd_)) {
+      // Linux can pair a connect to an unbound local port with itself (simultaneous open); the
+      // socket would then hold the port the store is about to bind.
+      last_error = "connected to itself (nothing listens there yet)";
+      continue;
     }
     const int enable = 1;
     ::setsockopt(socket.fd_, IPPROTO_TCP, TCP_NODELAY, &enable, sizeof(enable));

@@ -19,6 +19,7 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <random>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -74,17 +75,25 @@ class TempDir {
   std::string path_;
 };
 
-// A free TCP port on addr (bind to 0, read, release: good enough for tests run 2 at a time).
+// A TCP port nothing is bound to on addr right now (tests run in parallel: never a fixed port).
 inline uint16_t free_port(const char* addr = "127.0.0.1") {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  ::inet_pton(AF_INET, addr, &sa.sin_addr);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa);
-  socklen_t len = sizeof sa;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len);
-  ::close(fd);
-  return ntohs(sa.sin_port);
+  // Outside the kernel's ephemeral range (32768-60999 by default): a port from that range can be
+  // taken before the test binds it by any outgoing connection, including a client retrying to
+  // connect to it, which Linux may connect to itself (TCP simultaneous open).
+  std::random_device entropy;
+  std::uniform_int_distribution<int> pick(20000, 32000);
+  for (int attempt = 0; attempt < 1000; ++attempt) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    ::inet_pton(AF_INET, addr, &sa.sin_addr);
+    sa.sin_port = htons(static_cast<uint16_t>(pick(entropy)));
+    const bool bound = ::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0;
+    ::close(fd);
+    if (bound)
+      return ntohs(sa.sin_port);
+  }
+  throw std::runtime_error("no free port in 20000-32000");
 }
 
 // Running and not a zombie.

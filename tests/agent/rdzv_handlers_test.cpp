@@ -10,7 +10,9 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <future>
+#include <random>
 #include <set>
+#include <stdexcept>
 
 #include "agent/rendezvous_handler.hpp"
 #include "launcher/launch_config.hpp"
@@ -32,18 +34,25 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-// A port nothing listens on right now (tests run in parallel: never a fixed port).
-uint16_t free_port(const char* host) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  REQUIRE(fd >= 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  inet_pton(AF_INET, host, &addr.sin_addr);
-  REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
+// A port nothing is bound to right now (tests run in parallel: never a fixed port).
+uint16_t free_port(const char* addr) {
+  // Outside the kernel's ephemeral range (32768-60999 by default): a port from that range can be
+  // taken before the test binds it by any outgoing connection, including a client retrying to
+  // connect to it, which Linux may connect to itself (TCP simultaneous open).
+  std::random_device entropy;
+  std::uniform_int_distribution<int> pick(20000, 32000);
+  for (int attempt = 0; attempt < 1000; ++attempt) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    ::inet_pton(AF_INET, addr, &sa.sin_addr);
+    sa.sin_port = htons(static_cast<uint16_t>(pick(entropy)));
+    const bool bound = ::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0;
+    ::close(fd);
+    if (bound)
+      return ntohs(sa.sin_port);
+  }
+  throw std::runtime_error("no free port in 20000-32000");
 }
 
 struct ExternalStore {
