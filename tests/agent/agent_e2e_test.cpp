@@ -197,6 +197,9 @@ TEST_CASE("SIGTERM to every ddprun reaches the workers; nothing is left; exit 12
   for (int rank = 0; rank < 4; ++rank) {
     REQUIRE(wait_for_lines(job.dir / ("pid-" + std::to_string(rank)), 1, 30s));
   }
+  // A worker can run before its agent has logged it: wait for round_formed + workers_started.
+  REQUIRE(wait_for_lines(job.events(2), 2, 30s));
+  REQUIRE(wait_for_lines(job.events(3), 2, 30s));
   std::vector<pid_t> workers = latest_worker_pids(job.events(2));
   for (pid_t pid : latest_worker_pids(job.events(3)))
     workers.push_back(pid);
