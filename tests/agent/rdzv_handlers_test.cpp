@@ -10,11 +10,10 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <future>
-#include <random>
 #include <set>
-#include <stdexcept>
 
 #include "agent/rendezvous_handler.hpp"
+#include "e2e_support.hpp"
 #include "launcher/launch_config.hpp"
 #include "rendezvous/store_client.hpp"
 #include "rendezvous/store_server.hpp"
@@ -34,26 +33,7 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-// A port nothing is bound to right now (tests run in parallel: never a fixed port).
-uint16_t free_port(const char* addr) {
-  // Outside the kernel's ephemeral range (32768-60999 by default): a port from that range can be
-  // taken before the test binds it by any outgoing connection, including a client retrying to
-  // connect to it, which Linux may connect to itself (TCP simultaneous open).
-  std::random_device entropy;
-  std::uniform_int_distribution<int> pick(20000, 32000);
-  for (int attempt = 0; attempt < 1000; ++attempt) {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in sa{};
-    sa.sin_family = AF_INET;
-    ::inet_pton(AF_INET, addr, &sa.sin_addr);
-    sa.sin_port = htons(static_cast<uint16_t>(pick(entropy)));
-    const bool bound = ::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0;
-    ::close(fd);
-    if (bound)
-      return ntohs(sa.sin_port);
-  }
-  throw std::runtime_error("no free port in 20000-32000");
-}
+using agent::e2e::free_port;
 
 struct ExternalStore {
   std::unique_ptr<rendezvous::StoreServer> server = [] {
