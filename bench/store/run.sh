@@ -4,7 +4,8 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
-build=${1:-$root/build}
+# Absolute, because the benchmarks run their programs from other working directories.
+build="$(mkdir -p "${1:-$root/build}" && cd "${1:-$root/build}" && pwd)"
 shift || true
 if [ ! -f "$build/CMakeCache.txt" ]; then
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null

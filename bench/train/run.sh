@@ -5,7 +5,8 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
-build="${1:-$root/build}"
+# Absolute, because the benchmarks run their programs from other working directories.
+build="$(mkdir -p "${1:-$root/build}" && cd "${1:-$root/build}" && pwd)"
 cmake --build "$build" --target ddprun-train >/dev/null
 exec /usr/bin/python3 "$here/run_bench.py" --trainer "$build/bin/ddprun-train" \
   --torchrun "$root/../shared/tools/torchrun_ref.py" \
