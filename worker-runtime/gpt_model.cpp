@@ -5,9 +5,22 @@
 #include <limits>
 #include <set>
 
+#include "fast_dropout.hpp"
+
 namespace ddprun::train {
 
 namespace F = torch::nn::functional;
+
+namespace {
+
+// ATen's linear folds a 3-D input into one addmm with the bias, as Python's nn.Linear does;
+// the C++ frontend's F::linear (LibTorch 1.13) runs matmul and then a separate bias add, whose
+// zero-filled product buffer costs about a third of a training step on small models.
+torch::Tensor fused_linear(const torch::Tensor& x, const torch::nn::LinearImpl& layer) {
+  return at::linear(x, layer.weight, layer.bias);
+}
+
+}  // namespace
 
 EmbeddingStemImpl::EmbeddingStemImpl(const GptShape& shape) {
   tok_emb_ = register_module("tok_emb", torch::nn::Embedding(shape.vocab_size, shape.n_embd));
@@ -19,7 +32,8 @@ torch::Tensor EmbeddingStemImpl::forward(const torch::Tensor& idx) {
   const int64_t length = idx.size(1);
   TORCH_CHECK(length <= pos_emb_.size(1), "sequence of ", length, " tokens exceeds block_size ",
               pos_emb_.size(1));
-  return drop_(tok_emb_(idx) + pos_emb_.narrow(1, 0, length));
+  return fast_dropout(tok_emb_(idx) + pos_emb_.narrow(1, 0, length), drop_->options.p(),
+                      is_training());
 }
 
 SelfAttentionImpl::SelfAttentionImpl(int64_t n_embd, int64_t n_head, double dropout)
@@ -37,7 +51,7 @@ torch::Tensor SelfAttentionImpl::forward(const torch::Tensor& x, const torch::Te
   const int64_t length = x.size(1);
   const int64_t width = x.size(2);
   const int64_t head_width = width / n_head_;
-  const auto qkv = F::linear(x, in_proj_weight_, in_proj_bias_).chunk(3, -1);
+  const auto qkv = at::linear(x, in_proj_weight_, in_proj_bias_).chunk(3, -1);
   auto heads = [&](const torch::Tensor& t) {
     return t.view({batch, length, n_head_, head_width}).transpose(1, 2);
   };
@@ -46,10 +60,10 @@ torch::Tensor SelfAttentionImpl::forward(const torch::Tensor& x, const torch::Te
   auto scores = torch::matmul(q, heads(qkv[1]).transpose(-2, -1));
   scores = scores.masked_fill(future, -std::numeric_limits<float>::infinity());
   auto weights = torch::softmax(scores, -1);
-  weights = F::dropout(weights, F::DropoutFuncOptions().p(dropout_).training(is_training()));
+  weights = fast_dropout(weights, dropout_, is_training());
   const auto mixed =
       torch::matmul(weights, heads(qkv[2])).transpose(1, 2).reshape({batch, length, width});
-  return out_proj_(mixed);
+  return fused_linear(mixed, *out_proj_);
 }
 
 AttentionLayerImpl::AttentionLayerImpl(const GptShape& shape) {
@@ -64,7 +78,8 @@ torch::Tensor AttentionLayerImpl::forward(const torch::Tensor& x) {
   const int64_t length = x.size(1);
   // True where a position would look at a later one.
   const auto future = mask_.index({0, 0}).narrow(0, 0, length).narrow(1, 0, length) == 0;
-  return resid_drop_(c_proj_(attn_(x, future)));
+  return fast_dropout(fused_linear(attn_(x, future), *c_proj_), resid_drop_->options.p(),
+                      is_training());
 }
 
 BlockImpl::BlockImpl(const GptShape& shape) {
@@ -80,7 +95,11 @@ BlockImpl::BlockImpl(const GptShape& shape) {
 
 torch::Tensor BlockImpl::forward(const torch::Tensor& x) {
   auto y = x + attn_(ln1_(x));
-  return y + mlp_->forward(ln2_(y));
+  // mlp is a Sequential only so that parameter names match minGPT-ddp's (mlp.0, mlp.2).
+  auto hidden = mlp_[1]->as<torch::nn::GELUImpl>()->forward(
+      fused_linear(ln2_(y), *mlp_[0]->as<torch::nn::Linear>()));
+  return y + fast_dropout(fused_linear(hidden, *mlp_[2]->as<torch::nn::Linear>()),
+                          mlp_[3]->as<torch::nn::Dropout>()->options.p(), is_training());
 }
 
 GptImpl::GptImpl(const GptShape& shape) : shape_(shape) {
@@ -128,7 +147,7 @@ torch::Tensor GptImpl::forward(const torch::Tensor& idx) {
   for (const auto& block : *blocks_) {
     x = block->as<BlockImpl>()->forward(x);
   }
-  return head_(ln_f_(x));
+  return fused_linear(ln_f_(x), *head_);
 }
 
 torch::Tensor language_model_loss(const torch::Tensor& logits, const torch::Tensor& targets) {

@@ -12,6 +12,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "heap_tuning.hpp"
 #include "snapshot_io.hpp"
 #include "trainer.hpp"
 
@@ -169,6 +170,7 @@ int run(int argc, char** argv, StopSignals& signals) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  keep_freed_memory_for_reuse();
   StopSignals signals;
   try {
     return run(argc, argv, signals);

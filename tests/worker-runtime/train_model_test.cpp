@@ -1,11 +1,12 @@
 // The LibTorch model and snapshots of ddprun-train: names, initialisation, causality, snapshot
-// round trip, and clear errors for corrupt, truncated or mismatched snapshots.
+// round trip, the dropout kernel, and clear errors for corrupt, truncated or mismatched snapshots.
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
 
+#include "fast_dropout.hpp"
 #include "gpt_model.hpp"
 #include "snapshot_io.hpp"
 #include "snapshot_state.hpp"
@@ -93,6 +94,34 @@ TEST_CASE("causality: future tokens do not change earlier logits", "[model]") {
   const auto after = model->forward(changed);
   CHECK(torch::equal(before.narrow(1, 0, 10), after.narrow(1, 0, 10)));
   CHECK_FALSE(torch::allclose(before.narrow(1, 10, 6), after.narrow(1, 10, 6)));
+}
+
+TEST_CASE("fast_dropout keeps 1 - p of the elements, scaled, as a function of the seed",
+          "[model]") {
+  const auto input = torch::ones({1000, 1001}, torch::requires_grad());  // odd element count
+  torch::manual_seed(7);
+  const auto output = fast_dropout(input, 0.1, /*training=*/true);
+  const auto kept = (output != 0).to(torch::kDouble).mean().item<double>();
+  CHECK(kept == Approx(0.9).margin(0.002));  // 1e6 draws: the standard deviation is 0.0003
+  const auto nonzero = output.masked_select(output != 0);
+  CHECK(torch::allclose(nonzero, torch::full_like(nonzero, 1.0 / 0.9)));
+  // Neighbouring elements come from the two halves of one 64-bit draw: they must not agree
+  // more often than independent coins do.
+  const auto flat = (output.reshape({-1}) != 0).to(torch::kDouble);
+  const auto both = (flat.narrow(0, 0, 1000000) * flat.narrow(0, 1, 1000000)).mean().item<double>();
+  CHECK(both == Approx(0.81).margin(0.003));
+
+  // The gradient flows through the kept elements only, with the same scale.
+  output.sum().backward();
+  CHECK(torch::equal(input.grad(), output.detach()));
+
+  torch::manual_seed(7);
+  CHECK(torch::equal(fast_dropout(input, 0.1, true), output));
+  torch::manual_seed(8);
+  CHECK_FALSE(torch::equal(fast_dropout(input, 0.1, true), output));
+  CHECK(torch::equal(fast_dropout(input, 0.1, /*training=*/false), input));
+  CHECK(torch::equal(fast_dropout(input, 0.0, true), input));
+  CHECK(fast_dropout(input, 1.0, true).abs().sum().item<double>() == 0.0);
 }
 
 TEST_CASE("snapshot round trip restores model and optimizer exactly", "[snapshot]") {
