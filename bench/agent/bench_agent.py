@@ -37,14 +37,38 @@ def run_measured(cmd, env=ENV):
 
 
 def launch_to_exit(which):
-    times, rss = [], []
+    times = []
     for _ in range(args.repeats):
-        t, r, rc = run_measured(launcher(which) + ["--standalone", "--nproc_per_node", "2",
+        t, _, rc = run_measured(launcher(which) + ["--standalone", "--nproc_per_node", "2",
                                                    "--no_python", "/bin/true"])
         assert rc == 0, (which, rc)
         times.append(t)
-        rss.append(r)
-    return statistics.median(times), statistics.median(rss)
+    return statistics.median(times)
+
+
+def agent_peak_rss_kib(which):
+    """The agent process's own high-water mark (VmHWM), read from /proc until it exits.
+
+    Not wait4's ru_maxrss: a child forked from this Python process counts Python's resident
+    pages (about 12 MiB) as its own until it execs, which would hide a small agent's figure.
+    The workers sleep briefly so the agent is still there to be read after starting them."""
+    samples = []
+    for _ in range(args.repeats):
+        proc = subprocess.Popen(launcher(which) + ["--standalone", "--nproc_per_node", "2",
+                                                   "--no_python", "/bin/sleep", "0.3"],
+                                env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        peak = 0
+        while proc.poll() is None:
+            try:
+                with open(f"/proc/{proc.pid}/status") as status:
+                    for line in status:
+                        if line.startswith("VmHWM:"):
+                            peak = max(peak, int(line.split()[1]))
+            except OSError:
+                break
+        assert proc.wait() == 0, which
+        samples.append(peak)
+    return statistics.median(samples)
 
 
 def restart_latency(which):
@@ -87,24 +111,27 @@ def rendezvous(which, n):
             cmd += ["--no_python", "/bin/sh", "-c", script]
             procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL,
                                           stderr=subprocess.DEVNULL))
+        spawned = time.time()
         rcs = [pr.wait(timeout=600) for pr in procs]
         assert all(rc == 0 for rc in rcs), (which, n, rcs[:8])
         stamps = [float(open(f"{d}/w-{r}").read()) for r in range(n)]
-        return max(stamps) - start
+        return max(stamps) - start, spawned - start
 
 
 rows = []
-ours_t, ours_rss = launch_to_exit("ddprun")
-ref_t, ref_rss = launch_to_exit("torchrun")
-rows.append(("launch-to-exit, standalone 2x /bin/true (s)", ours_t, ref_t))
-rows.append(("agent peak RSS (MiB)", ours_rss / 1024, ref_rss / 1024))
+rows.append(("launch-to-exit, standalone 2x /bin/true (s)", launch_to_exit("ddprun"),
+             launch_to_exit("torchrun")))
+rows.append(("agent peak RSS, VmHWM (MiB)", agent_peak_rss_kib("ddprun") / 1024,
+             agent_peak_rss_kib("torchrun") / 1024))
 rows.append(("restart latency, crash -> all replaced (s)", restart_latency("ddprun"),
              restart_latency("torchrun")))
 ref_ns = {int(x) for x in args.ref_agents.split(",") if x}
+spawning = []
 for n in [int(x) for x in args.ddprun_agents.split(",") if x]:
-    ours = rendezvous("ddprun", n)
-    ref = rendezvous("torchrun", n) if n in ref_ns else None
+    ours, ours_spawn = rendezvous("ddprun", n)
+    ref = rendezvous("torchrun", n)[0] if n in ref_ns else None
     rows.append((f"rendezvous of {n} agents -> all workers started (s)", ours, ref))
+    spawning.append(f"{n}: {ours_spawn:.2f} s")
 
 print(f"{'measure (median of %d; rendezvous: 1 run)' % args.repeats:<52} {'ddprun':>10} "
       f"{'torchrun':>10} {'ratio':>8}")
@@ -113,3 +140,5 @@ for name, ours, ref in rows:
     ratio = f"{ref / ours:7.1f}x" if ref is not None and ours > 0 else f"{'-':>8}"
     print(f"{name:<52} {ours:10.3f} {ref_text} {ratio}")
 print("ratio = torchrun / ddprun (higher is better for ddprun)")
+print("rendezvous times count from the first agent's launch; this script's own launching of")
+print("the ddprun agents took " + ", ".join(spawning))
