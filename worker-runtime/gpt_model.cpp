@@ -51,18 +51,21 @@ torch::Tensor SelfAttentionImpl::forward(const torch::Tensor& x, const torch::Te
   const int64_t length = x.size(1);
   const int64_t width = x.size(2);
   const int64_t head_width = width / n_head_;
-  const auto qkv = at::linear(x, in_proj_weight_, in_proj_bias_).chunk(3, -1);
-  auto heads = [&](const torch::Tensor& t) {
-    return t.view({batch, length, n_head_, head_width}).transpose(1, 2);
-  };
-  // Scale q before the product, as nn.MultiheadAttention does.
-  const auto q = heads(qkv[0]) * (1.0 / std::sqrt(static_cast<double>(head_width)));
-  auto scores = torch::matmul(q, heads(qkv[1]).transpose(-2, -1));
-  scores = scores.masked_fill(future, -std::numeric_limits<float>::infinity());
-  auto weights = torch::softmax(scores, -1);
+  // As nn.MultiheadAttention computes it: heads folded into the batch, q scaled before the
+  // product, and the causal mask added inside the product (one baddbmm, no masked copy).
+  const auto qkv = at::linear(x, in_proj_weight_, in_proj_bias_)
+                       .view({batch, length, 3, n_head_, head_width})
+                       .permute({2, 0, 3, 1, 4})
+                       .reshape({3, batch * n_head_, length, head_width});
+  const auto q = qkv[0] * (1.0 / std::sqrt(static_cast<double>(head_width)));
+  const auto additive_mask = torch::zeros({length, length}, x.options().requires_grad(false))
+                                 .masked_fill_(future, -std::numeric_limits<float>::infinity());
+  auto weights = torch::softmax(torch::baddbmm(additive_mask, q, qkv[1].transpose(1, 2)), -1);
   weights = fast_dropout(weights, dropout_, is_training());
-  const auto mixed =
-      torch::matmul(weights, heads(qkv[2])).transpose(1, 2).reshape({batch, length, width});
+  const auto mixed = torch::bmm(weights, qkv[2])
+                         .view({batch, n_head_, length, head_width})
+                         .transpose(1, 2)
+                         .reshape({batch, length, width});
   return fused_linear(mixed, *out_proj_);
 }
 
