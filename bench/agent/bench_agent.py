@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """ddprun vs torchrun_ref.py: launch-to-exit, restart latency, N-agent rendezvous, peak RSS."""
-import argparse, os, socket, statistics, subprocess, sys, tempfile, time
+import argparse, json, os, socket, statistics, subprocess, sys, tempfile, time
 
 p = argparse.ArgumentParser()
 p.add_argument("--ddprun", required=True)
@@ -105,7 +105,7 @@ def rendezvous(which, n):
                                      "--rdzv_backend", "c10d",
                                      "--rdzv_endpoint", f"{host}:{port}", "--rdzv_id", "bench"]
             if which == "ddprun":
-                cmd += ["--local_addr", addr]
+                cmd += ["--local_addr", addr, "--events-file", f"{d}/events-{i}"]
             else:
                 cmd += ["--rdzv_conf", f"is_host={1 if i == 0 else 0}"]
             cmd += ["--no_python", "/bin/sh", "-c", script]
@@ -115,7 +115,12 @@ def rendezvous(which, n):
         rcs = [pr.wait(timeout=600) for pr in procs]
         assert all(rc == 0 for rc in rcs), (which, n, rcs[:8])
         stamps = [float(open(f"{d}/w-{r}").read()) for r in range(n)]
-        return max(stamps) - start, spawned - start
+        formed = None
+        if which == "ddprun":
+            formed = min(json.loads(line)["time"] for i in range(n)
+                         for line in open(f"{d}/events-{i}")
+                         if json.loads(line)["event"] == "round_formed") - spawned
+        return max(stamps) - start, spawned - start, formed
 
 
 rows = []
@@ -126,12 +131,13 @@ rows.append(("agent peak RSS, VmHWM (MiB)", agent_peak_rss_kib("ddprun") / 1024,
 rows.append(("restart latency, crash -> all replaced (s)", restart_latency("ddprun"),
              restart_latency("torchrun")))
 ref_ns = {int(x) for x in args.ref_agents.split(",") if x}
-spawning = []
+spawning, closing = [], []
 for n in [int(x) for x in args.ddprun_agents.split(",") if x]:
-    ours, ours_spawn = rendezvous("ddprun", n)
+    ours, ours_spawn, formed = rendezvous("ddprun", n)
     ref = rendezvous("torchrun", n)[0] if n in ref_ns else None
     rows.append((f"rendezvous of {n} agents -> all workers started (s)", ours, ref))
     spawning.append(f"{n}: {ours_spawn:.2f} s")
+    closing.append(f"{n}: {formed:.2f} s")
 
 print(f"{'measure (median of %d; rendezvous: 1 run)' % args.repeats:<52} {'ddprun':>10} "
       f"{'torchrun':>10} {'ratio':>8}")
@@ -141,4 +147,6 @@ for name, ours, ref in rows:
     print(f"{name:<52} {ours:10.3f} {ref_text} {ratio}")
 print("ratio = torchrun / ddprun (higher is better for ddprun)")
 print("rendezvous times count from the first agent's launch; this script's own launching of")
-print("the ddprun agents took " + ", ".join(spawning))
+print("the ddprun agents took " + ", ".join(spawning) + ";")
+print("from the last agent's launch to the round formed (first round_formed event): " +
+      ", ".join(closing))
