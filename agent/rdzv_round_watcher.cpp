@@ -42,16 +42,26 @@ void RoundWatcher::stop() {
 
 void RoundWatcher::run() {
   rendezvous::StoreClient* client = &client_;
-  try {
-    const double interval = plan_.keep_alive_interval_s;
-    std::optional<HeartbeatMonitor> monitor;
-    if (!plan_.neighbor_heartbeat_key.empty()) {
-      monitor.emplace(interval, plan_.keep_alive_max_attempt, now_s());
+  auto lose_store = [&](const rendezvous::StoreError& error) {
+    if (!stopping_.load()) {
+      std::fprintf(stderr, "ddprun: lost the rendezvous store: %s\n", error.what());
+      store_lost_.store(true);
+      woken_.store(true);
+      wakeup_.signal();
     }
-    double next_beat = now_s();
-    double next_check = monitor ? now_s() + monitor->check_period_s() : 0;
-    bool declared_loss = false;
-    while (!stopping_.load()) {
+  };
+  const double interval = plan_.keep_alive_interval_s;
+  std::optional<HeartbeatMonitor> monitor;
+  if (!plan_.neighbor_heartbeat_key.empty()) {
+    monitor.emplace(interval, plan_.keep_alive_max_attempt, now_s());
+  }
+  double next_beat = now_s();
+  double next_check = monitor ? now_s() + monitor->check_period_s() : 0;
+  bool declared_loss = false;
+  double last_answer = now_s();
+  bool slowness_reported = false;
+  while (!stopping_.load()) {
+    try {
       double now = now_s();
       if (!plan_.own_heartbeat_key.empty() && now >= next_beat) {
         client->add(plan_.own_heartbeat_key, 1);
@@ -80,20 +90,30 @@ void RoundWatcher::run() {
       if (monitor && !declared_loss) {
         until = std::min(until, next_check);
       }
-      if (client->wait({plan_.wake_key}, to_ms(until - now_s()))) {
+      const bool woken = client->wait({plan_.wake_key}, to_ms(until - now_s()));
+      last_answer = now_s();
+      slowness_reported = false;
+      if (woken) {
         if (!stopping_.load()) {
           woken_.store(true);
           wakeup_.signal();
         }
         return;
       }
-    }
-  } catch (const rendezvous::StoreError& error) {
-    if (!stopping_.load()) {
-      std::fprintf(stderr, "ddprun: lost the rendezvous store: %s\n", error.what());
-      store_lost_.store(true);
-      woken_.store(true);
-      wakeup_.signal();
+    } catch (const rendezvous::StoreUnresponsive& error) {
+      if (now_s() - last_answer > plan_.unresponsive_limit_s) {
+        lose_store(error);
+        return;
+      }
+      if (!slowness_reported && !stopping_.load()) {
+        std::fprintf(stderr,
+                     "ddprun: warning: the rendezvous store is slow to answer (%s); retrying\n",
+                     error.what());
+        slowness_reported = true;
+      }
+    } catch (const rendezvous::StoreError& error) {
+      lose_store(error);
+      return;
     }
   }
 }

@@ -28,6 +28,9 @@ struct WatchPlan {
   int participants = 1;
   double keep_alive_interval_s = 5;
   int keep_alive_max_attempt = 3;
+  // A store that accepts requests but answers none for this long counts as lost. Shorter
+  // silences (an overloaded store host) only cost a warning, as torchrun's failed keep-alives.
+  double unresponsive_limit_s = 60;
 };
 
 class RoundWatcher {

@@ -147,6 +147,7 @@ void StoreRendezvous::start_watcher(const FormedRound& round) {
   plan.participants = n;
   plan.keep_alive_interval_s = settings_.keep_alive_interval_s;
   plan.keep_alive_max_attempt = settings_.keep_alive_max_attempt;
+  plan.unresponsive_limit_s = settings_.read_timeout_s;
   watcher_ = std::make_unique<RoundWatcher>(std::move(plan), *watch_client_, wakeup_);
 }
 

@@ -191,7 +191,8 @@ class TcpStoreClient final : public StoreClient {
       } catch (const SocketTimeout& timeout) {
         // A reply that stopped half-way leaves the stream out of step: start afresh.
         socket_.close();
-        throw StoreError(std::string("store at ") + where() + " did not answer: " + timeout.what());
+        throw StoreUnresponsive(std::string("store at ") + where() +
+                                " did not answer: " + timeout.what());
       }
     }
   }
@@ -202,22 +203,33 @@ class TcpStoreClient final : public StoreClient {
     const Deadline deadline = Clock::now() + options_.connect_timeout;
     auto backoff = std::chrono::duration<double, std::milli>(kFirstBackoff);
     std::string last_error;
+    bool last_timed_out = false;
     while (true) {
       try {
         socket_ = DeadlineSocket::connect(options_.host, options_.port, deadline);
         handshake(std::min(deadline, Clock::now() + options_.op_timeout));
         return;
-      } catch (const std::runtime_error& error) {  // SocketBroken or SocketTimeout
+      } catch (const SocketTimeout& error) {
         socket_.close();
         last_error = error.what();
+        last_timed_out = true;
+      } catch (const std::runtime_error& error) {  // SocketBroken: refused, reset
+        socket_.close();
+        last_error = error.what();
+        last_timed_out = false;
       }
       // Jittered delay in [0.5, 1.5] x backoff, never past the deadline.
       std::uniform_real_distribution<double> spread(0.5, 1.5);
       const auto delay =
           std::chrono::duration_cast<std::chrono::milliseconds>(backoff * spread(jitter_));
       if (Clock::now() + delay >= deadline) {
-        throw StoreError("cannot connect to the store at " + where() + " within " +
-                         std::to_string(options_.connect_timeout.count()) + " ms: " + last_error);
+        const std::string message = "cannot connect to the store at " + where() + " within " +
+                                    std::to_string(options_.connect_timeout.count()) +
+                                    " ms: " + last_error;
+        if (last_timed_out) {
+          throw StoreUnresponsive(message);
+        }
+        throw StoreError(message);
       }
       std::this_thread::sleep_for(delay);
       backoff = std::min(backoff * kBackoffFactor,

@@ -30,6 +30,14 @@ class StoreTimeout : public StoreError {
   using StoreError::StoreError;
 };
 
+// The store accepted the request (or the connection) but did not answer within op_timeout:
+// slow, or its host unreachable, rather than gone (a gone store refuses or resets, which is a
+// plain StoreError). The connection was dropped; the next call reconnects.
+class StoreUnresponsive : public StoreError {
+ public:
+  using StoreError::StoreError;
+};
+
 struct StoreClientOptions {
   std::string host = "127.0.0.1";
   uint16_t port = 0;

@@ -15,3 +15,5 @@ ddprun_add_test(NAME agent_rdzv_handlers_test
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/rdzv_handlers_test.cpp
   LIBS ddprun_agent_rdzv_for_tests
   LABELS integration TIMEOUT 120)
+# The stalled-store test runs a real ddprun-store.
+add_dependencies(agent_rdzv_handlers_test ddprun-store)
