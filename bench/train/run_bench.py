@@ -113,7 +113,9 @@ def main():
     print(f"{'metric':34} {'ddprun-train':>14} {'PyTorch':>14} {'ratio':>8}")
     for name, ours, ref, ratio in rows:
         print(f"{name:34} {ours:14.3f} {ref:14.3f} {ratio:8.2f}")
-    print("(snapshot save: ddprun-train fsyncs file and folder; torch.save does not.)")
+    print("ratio = ddprun-train / PyTorch: above 1 is better for tokens/s and efficiency, worse for")
+    print("times. Snapshot save: ddprun-train fsyncs the file and its folder, torch.save does not;")
+    print("snapshot load: ddprun-train's figure includes restoring the model and the optimizer.")
 
 
 if __name__ == "__main__":
