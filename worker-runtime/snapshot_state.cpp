@@ -2,6 +2,7 @@
 
 #include <map>
 #include <sstream>
+#include <unordered_set>
 
 #include "snapshot_io.hpp"
 
@@ -90,6 +91,17 @@ class SnapshotReader {
  private:
   std::string path_;
 };
+
+// The loaded tensor itself when nothing else can see its memory (the usual case: a whole
+// storage of its own, used once), else a copy. Skipping the copy saves two thirds of a
+// resume's memory traffic; copying shared memory keeps optimizer states from aliasing.
+torch::Tensor owned_copy(const torch::Tensor& loaded, std::unordered_set<const void*>& taken) {
+  const bool exclusive = loaded.is_contiguous() && loaded.storage_offset() == 0 &&
+                         loaded.storage().nbytes() == loaded.nbytes() &&
+                         loaded.storage().use_count() == 1 &&
+                         taken.insert(loaded.storage().data()).second;
+  return exclusive ? loaded : loaded.clone();
+}
 
 }  // namespace
 
@@ -263,6 +275,7 @@ TrainingPosition restore_snapshot(const c10::IValue& snapshot, const std::string
     }
   }
   std::vector<std::pair<std::string, std::unique_ptr<torch::optim::AdamWParamState>>> states;
+  std::unordered_set<const void*> taken;
   for (const auto& entry : state) {
     const auto index = read.integer(entry.key(), "an optimizer state index");
     if (index < 0 || index >= static_cast<int64_t>(ordered.size())) {
@@ -274,14 +287,14 @@ TrainingPosition restore_snapshot(const c10::IValue& snapshot, const std::string
     const auto slot = read.dict(entry.value(), where);
     auto s = std::make_unique<torch::optim::AdamWParamState>();
     s->step(read.integer(read.field(slot, "step", where + "."), where + ".step"));
-    s->exp_avg(
+    s->exp_avg(owned_copy(
         read.tensor(read.field(slot, "exp_avg", where + "."), where + ".exp_avg", param.sizes())
-            .to(param.device())
-            .clone());
-    s->exp_avg_sq(read.tensor(read.field(slot, "exp_avg_sq", where + "."), where + ".exp_avg_sq",
-                              param.sizes())
-                      .to(param.device())
-                      .clone());
+            .to(param.device()),
+        taken));
+    s->exp_avg_sq(owned_copy(read.tensor(read.field(slot, "exp_avg_sq", where + "."),
+                                         where + ".exp_avg_sq", param.sizes())
+                                 .to(param.device()),
+                             taken));
     states.emplace_back(state_key(param), std::move(s));
   }
 

@@ -5,6 +5,8 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
+#include <optional>
+#include <set>
 
 #include "fast_dropout.hpp"
 #include "gpt_model.hpp"
@@ -149,6 +151,53 @@ TEST_CASE("snapshot round trip restores model and optimizer exactly", "[snapshot
   train_steps(b, *opt_b, 1, 9);
   for (const auto& item : a->named_parameters()) {
     CHECK(torch::equal(item.value(), b->named_parameters()[item.key()]));
+  }
+}
+
+TEST_CASE("a snapshot whose optimizer states share one tensor restores them apart", "[snapshot]") {
+  TempDir dir;
+  torch::manual_seed(5);
+  Gpt model(tiny_shape());
+  const auto groups = optimizer_parameter_groups(*model);
+  auto optimizer = make_adamw(*model, groups, 1e-3, 0.1);
+  train_steps(model, *optimizer, 1, 3);
+  auto snapshot = make_snapshot(*model, *optimizer, groups, {1, 0, 1, 0});
+  // Point two states of the same shape at one tensor object, as a pickle memo can.
+  auto state = snapshot.toGenericDict()
+                   .at(c10::IValue(std::string("optimizer_state")))
+                   .toGenericDict()
+                   .at(c10::IValue(std::string("state")))
+                   .toGenericDict();
+  std::optional<c10::IValue> first;
+  std::optional<c10::IValue> second;
+  for (const auto& entry : state) {
+    auto slot = entry.value().toGenericDict();
+    const auto exp_avg = slot.at(c10::IValue(std::string("exp_avg"))).toTensor();
+    if (!first) {
+      first = entry.key();
+    } else if (!second && exp_avg.sizes() == state.at(*first)
+                                                 .toGenericDict()
+                                                 .at(c10::IValue(std::string("exp_avg")))
+                                                 .toTensor()
+                                                 .sizes()) {
+      second = entry.key();
+    }
+  }
+  REQUIRE(second);
+  const auto shared =
+      state.at(*first).toGenericDict().at(c10::IValue(std::string("exp_avg"))).toTensor();
+  state.at(*second).toGenericDict().insert_or_assign(c10::IValue(std::string("exp_avg")), shared);
+  const auto path = dir.file("shared.pt");
+  write_snapshot_file(path, snapshot);
+
+  Gpt restored(tiny_shape());
+  auto restored_optimizer = make_adamw(*restored, groups, 1e-3, 0.1);
+  restore_snapshot(read_snapshot_file(path), path, *restored, *restored_optimizer, groups);
+  std::set<const void*> exp_avg_memory;
+  for (const auto& [key, param_state] : restored_optimizer->state()) {
+    const auto& adam = static_cast<const torch::optim::AdamWParamState&>(*param_state);
+    CHECK(exp_avg_memory.insert(adam.exp_avg().data_ptr()).second);
+    CHECK(adam.exp_avg().data_ptr() != adam.exp_avg_sq().data_ptr());
   }
 }
 
