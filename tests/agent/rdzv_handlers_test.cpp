@@ -17,6 +17,7 @@
 #include "launcher/launch_config.hpp"
 #include "rendezvous/store_client.hpp"
 #include "rendezvous/store_server.hpp"
+#include "tests/rendezvous/child_process.hpp"
 
 using namespace ddprun;
 using agent::RendezvousError;
@@ -291,13 +292,8 @@ TEST_CASE("c10d: a node stopped by a signal leaves; the others re-form without i
 TEST_CASE("c10d: a store that stalls for longer than heartbeat_timeout is not a lost store") {
   // A real ddprun-store process, stopped and continued: it keeps its connections but answers
   // nothing, as an overloaded store host does (1,024 agents on 2 cores stall it for seconds).
-  agent::e2e::TempDir dir;
-  const std::string out = dir.path() + "/store.out";
-  agent::e2e::Process store(
-      {std::string(DDPRUN_BIN_DIR) + "/ddprun-store", "--host", "127.0.0.1", "--port", "0"}, out);
-  REQUIRE(agent::e2e::wait_for_lines(out, 1, std::chrono::seconds(10)));
-  const std::string bound = agent::e2e::read_file(out);
-  const auto port = static_cast<uint16_t>(std::stoi(bound.substr(bound.rfind(':') + 1)));
+  rendezvous::testing::StoreDaemon store;
+  const uint16_t port = store.port;
   const std::map<std::string, std::string> conf = {{"heartbeat_timeout", "0.3"},
                                                    {"keep_alive_interval", "1"}};
   auto a = agent::make_rendezvous_handler(client_node(port, "127.0.0.2", 2, 3, conf));
@@ -306,10 +302,10 @@ TEST_CASE("c10d: a store that stalls for longer than heartbeat_timeout is not a 
 
   // Stopped for 1.5 s: five times heartbeat_timeout, less than the 3 s keep-alive window and
   // the 10 s read_timeout.
-  store.signal(SIGSTOP);
+  store.process.signal(SIGSTOP);
   CHECK_FALSE(readable_within(a->wakeup_fd(), 1500));
   CHECK_FALSE(readable_within(b->wakeup_fd(), 0));
-  store.signal(SIGCONT);
+  store.process.signal(SIGCONT);
   CHECK_FALSE(readable_within(a->wakeup_fd(), 1000));
   CHECK(a->poll() == RoundSignal::kNone);
   CHECK(b->poll() == RoundSignal::kNone);

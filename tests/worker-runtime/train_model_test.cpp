@@ -163,30 +163,23 @@ TEST_CASE("a snapshot whose optimizer states share one tensor restores them apar
   train_steps(model, *optimizer, 1, 3);
   auto snapshot = make_snapshot(*model, *optimizer, groups, {1, 0, 1, 0});
   // Point two states of the same shape at one tensor object, as a pickle memo can.
-  auto state = snapshot.toGenericDict()
-                   .at(c10::IValue(std::string("optimizer_state")))
-                   .toGenericDict()
-                   .at(c10::IValue(std::string("state")))
-                   .toGenericDict();
+  auto field = [](const c10::IValue& dict, const char* name) {
+    return dict.toGenericDict().at(c10::IValue(std::string(name)));
+  };
+  auto state = field(field(snapshot, "optimizer_state"), "state").toGenericDict();
   std::optional<c10::IValue> first;
   std::optional<c10::IValue> second;
   for (const auto& entry : state) {
-    auto slot = entry.value().toGenericDict();
-    const auto exp_avg = slot.at(c10::IValue(std::string("exp_avg"))).toTensor();
     if (!first) {
       first = entry.key();
-    } else if (!second && exp_avg.sizes() == state.at(*first)
-                                                 .toGenericDict()
-                                                 .at(c10::IValue(std::string("exp_avg")))
-                                                 .toTensor()
-                                                 .sizes()) {
+    } else if (!second && field(entry.value(), "exp_avg").toTensor().sizes() ==
+                              field(state.at(*first), "exp_avg").toTensor().sizes()) {
       second = entry.key();
     }
   }
   REQUIRE(second);
-  const auto shared =
-      state.at(*first).toGenericDict().at(c10::IValue(std::string("exp_avg"))).toTensor();
-  state.at(*second).toGenericDict().insert_or_assign(c10::IValue(std::string("exp_avg")), shared);
+  state.at(*second).toGenericDict().insert_or_assign(c10::IValue(std::string("exp_avg")),
+                                                     field(state.at(*first), "exp_avg"));
   const auto path = dir.file("shared.pt");
   write_snapshot_file(path, snapshot);
 
