@@ -93,11 +93,11 @@ std::pair<std::string, uint16_t> C10dRendezvous::workers_store(const FormedRound
   const uint64_t r = round.round;
   if (round.assignment.group_rank == 0) {
     workers_store_.reset();
-    rendezvous::StoreServerOptions options;
+    rendezvous::store::StoreServerOptions options;
     options.host = "0.0.0.0";
     options.port = 0;
     try {
-      workers_store_ = rendezvous::StoreServer::start(options);
+      workers_store_ = rendezvous::store::StoreServer::start(options);
     } catch (const std::exception& error) {
       throw RendezvousError(std::string("cannot start the workers' store: ") + error.what());
     }

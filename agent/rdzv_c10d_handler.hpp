@@ -25,7 +25,7 @@ class C10dRendezvous final : public StoreRendezvous {
   std::pair<std::string, uint16_t> workers_store(const FormedRound& round);
   void check_config();
 
-  std::unique_ptr<rendezvous::StoreServer> workers_store_;
+  std::unique_ptr<rendezvous::store::StoreServer> workers_store_;
   bool config_checked_ = false;
 };
 

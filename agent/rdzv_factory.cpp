@@ -15,11 +15,11 @@ namespace {
 
 using rdzv::StoreEndpoint;
 
-std::unique_ptr<rendezvous::StoreServer> start_store(const std::string& bind_host, uint16_t port) {
-  rendezvous::StoreServerOptions options;
+std::unique_ptr<rendezvous::store::StoreServer> start_store(const std::string& bind_host, uint16_t port) {
+  rendezvous::store::StoreServerOptions options;
   options.host = bind_host;
   options.port = port;
-  return rendezvous::StoreServer::start(options);
+  return rendezvous::store::StoreServer::start(options);
 }
 
 // c10d: host when the heuristic (or is_host) says so; a heuristic host that cannot bind (another

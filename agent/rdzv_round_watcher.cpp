@@ -26,7 +26,7 @@ std::chrono::milliseconds to_ms(double seconds) {
 
 }  // namespace
 
-RoundWatcher::RoundWatcher(WatchPlan plan, rendezvous::StoreClient& client, const EventFd& wakeup)
+RoundWatcher::RoundWatcher(WatchPlan plan, rendezvous::store::StoreClient& client, const EventFd& wakeup)
     : plan_(std::move(plan)), client_(client), wakeup_(wakeup), thread_([this] { run(); }) {}
 
 RoundWatcher::~RoundWatcher() {
@@ -41,8 +41,8 @@ void RoundWatcher::stop() {
 }
 
 void RoundWatcher::run() {
-  rendezvous::StoreClient* client = &client_;
-  auto lose_store = [&](const rendezvous::StoreError& error) {
+  rendezvous::store::StoreClient* client = &client_;
+  auto lose_store = [&](const rendezvous::store::StoreError& error) {
     if (!stopping_.load()) {
       std::fprintf(stderr, "ddprun: lost the rendezvous store: %s\n", error.what());
       store_lost_.store(true);
@@ -100,7 +100,7 @@ void RoundWatcher::run() {
         }
         return;
       }
-    } catch (const rendezvous::StoreUnresponsive& error) {
+    } catch (const rendezvous::store::StoreUnresponsive& error) {
       if (now_s() - last_answer > plan_.unresponsive_limit_s) {
         lose_store(error);
         return;
@@ -111,7 +111,7 @@ void RoundWatcher::run() {
                      error.what());
         slowness_reported = true;
       }
-    } catch (const rendezvous::StoreError& error) {
+    } catch (const rendezvous::store::StoreError& error) {
       lose_store(error);
       return;
     }

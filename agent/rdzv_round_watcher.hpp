@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "agent/rdzv_event_fd.hpp"
-#include "rendezvous/store_client.hpp"
+#include "rendezvous/store/store_client.hpp"
 
 namespace ddprun::agent::rdzv {
 
@@ -36,7 +36,7 @@ struct WatchPlan {
 class RoundWatcher {
  public:
   // `client` is used only by the watcher's thread until stop() returns.
-  RoundWatcher(WatchPlan plan, rendezvous::StoreClient& client, const EventFd& wakeup);
+  RoundWatcher(WatchPlan plan, rendezvous::store::StoreClient& client, const EventFd& wakeup);
   ~RoundWatcher();  // stops and joins
   RoundWatcher(const RoundWatcher&) = delete;
   RoundWatcher& operator=(const RoundWatcher&) = delete;
@@ -54,7 +54,7 @@ class RoundWatcher {
   void run();
 
   WatchPlan plan_;
-  rendezvous::StoreClient& client_;
+  rendezvous::store::StoreClient& client_;
   const EventFd& wakeup_;
   std::atomic<bool> stopping_{false};
   std::atomic<bool> woken_{false};

@@ -54,7 +54,7 @@ StoreRendezvous::StoreRendezvous(const launcher::LaunchConfig& config, RdzvSetti
   self_.rank_hint = config.node_rank_hint;
   self_.min_nodes = config.min_nodes;
   self_.max_nodes = config.max_nodes;
-  rendezvous::StoreClientOptions options;
+  rendezvous::store::StoreClientOptions options;
   options.host = endpoint_.host;
   options.port = endpoint_.port;
   options.op_timeout = millis(settings_.read_timeout_s);
@@ -67,12 +67,12 @@ StoreRendezvous::StoreRendezvous(const launcher::LaunchConfig& config, RdzvSetti
     // in-process store means its agent is gone (the loop covers the initial join_timeout).
     options.connect_timeout = millis(std::min(deadline - now_s(), kReconnectBudgetS));
     try {
-      client_ = rendezvous::StoreClient::connect(options);
+      client_ = rendezvous::store::StoreClient::connect(options);
       // Heartbeat writes must finish within heartbeat_timeout.
       options.op_timeout = millis(settings_.heartbeat_timeout_s);
-      watch_client_ = rendezvous::StoreClient::connect(options);
+      watch_client_ = rendezvous::store::StoreClient::connect(options);
       break;
-    } catch (const rendezvous::StoreError& error) {
+    } catch (const rendezvous::store::StoreError& error) {
       if (deadline - now_s() < kConnectRetryFloorS) {
         throw RendezvousError("cannot reach the rendezvous store at " + endpoint_.text() +
                               " within " + seconds_text(settings_.join_timeout_s) +
@@ -106,7 +106,7 @@ template <typename F>
 auto StoreRendezvous::guarded(const char* what, F&& f) -> decltype(f()) {
   try {
     return f();
-  } catch (const rendezvous::StoreError& error) {
+  } catch (const rendezvous::store::StoreError& error) {
     throw RendezvousError(std::string(what) + ": " + where() + ": " + error.what());
   }
 }
@@ -119,7 +119,7 @@ void StoreRendezvous::stop_watcher() {
     // Our own wake key: nobody else reads it, and it ends the watcher's blocked WAIT now.
     try {
       client_->set(watcher_->wake_key(), "stop");
-    } catch (const rendezvous::StoreError&) {
+    } catch (const rendezvous::store::StoreError&) {
       // The watcher ends within one check period on its own.
     }
   }
@@ -292,7 +292,7 @@ void StoreRendezvous::exit_barrier(std::chrono::duration<double> timeout) {
         wakeup_.signal();  // poll() reads the round's state even before our watcher wakes
       }
     }
-  } catch (const rendezvous::StoreError& error) {
+  } catch (const rendezvous::store::StoreError& error) {
     // As torchrun: the barrier is best effort, the workers already succeeded.
     std::fprintf(stderr, "ddprun: exit barrier: %s: %s\n", where().c_str(), error.what());
   }
@@ -337,7 +337,7 @@ void StoreRendezvous::shutdown(bool close_rendezvous) {
     if (endpoint_.hosted && close_rendezvous && n > 1) {
       client_->wait({keys_.all_left(r)}, millis(settings_.close_timeout_s));
     }
-  } catch (const rendezvous::StoreError& error) {
+  } catch (const rendezvous::store::StoreError& error) {
     std::fprintf(stderr, "ddprun: leaving the %s: %s\n", where().c_str(), error.what());
   }
 }

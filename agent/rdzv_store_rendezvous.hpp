@@ -13,8 +13,8 @@
 #include "agent/rdzv_round_watcher.hpp"
 #include "agent/rdzv_settings.hpp"
 #include "agent/rendezvous_handler.hpp"
-#include "rendezvous/store_client.hpp"
-#include "rendezvous/store_server.hpp"
+#include "rendezvous/store/store_client.hpp"
+#include "rendezvous/store/store_server.hpp"
 
 namespace ddprun::agent::rdzv {
 
@@ -22,7 +22,7 @@ namespace ddprun::agent::rdzv {
 struct StoreEndpoint {
   std::string host;
   uint16_t port = 0;
-  std::unique_ptr<rendezvous::StoreServer> hosted;  // null when another agent hosts it
+  std::unique_ptr<rendezvous::store::StoreServer> hosted;  // null when another agent hosts it
   std::string text() const { return host + ":" + std::to_string(port); }
 };
 
@@ -61,7 +61,7 @@ class StoreRendezvous : public RendezvousHandler {
   // `error` (an "error ..." value) instead of waiting for this node.
   virtual void close_later_rounds(uint64_t round, const std::string& error) = 0;
 
-  rendezvous::StoreClient& store() { return *client_; }
+  rendezvous::store::StoreClient& store() { return *client_; }
   const RdzvKeys& keys() const { return keys_; }
   const RdzvSettings& settings() const { return settings_; }
   const launcher::LaunchConfig& config() const { return config_; }
@@ -85,8 +85,8 @@ class StoreRendezvous : public RendezvousHandler {
   std::string run_id_;
   RdzvKeys keys_;
   NodeRecord self_;
-  std::unique_ptr<rendezvous::StoreClient> client_;
-  std::unique_ptr<rendezvous::StoreClient> watch_client_;  // lent to each round's watcher
+  std::unique_ptr<rendezvous::store::StoreClient> client_;
+  std::unique_ptr<rendezvous::store::StoreClient> watch_client_;  // lent to each round's watcher
   EventFd wakeup_;
   std::optional<FormedRound> current_;
   std::unique_ptr<RoundWatcher> watcher_;

@@ -4,7 +4,7 @@ file(GLOB agent_rdzv_sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/agent/rdzv_
 add_library(ddprun_agent_rdzv_for_tests STATIC ${agent_rdzv_sources})
 target_include_directories(ddprun_agent_rdzv_for_tests PUBLIC ${PROJECT_SOURCE_DIR})
 target_link_libraries(ddprun_agent_rdzv_for_tests
-  PUBLIC ddprun_rendezvous Threads::Threads nlohmann_json::nlohmann_json PRIVATE ddprun::warnings)
+  PUBLIC ddprun_store Threads::Threads nlohmann_json::nlohmann_json PRIVATE ddprun::warnings)
 
 ddprun_add_test(NAME agent_rdzv_state_machine_test
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/rdzv_state_machine_test.cpp

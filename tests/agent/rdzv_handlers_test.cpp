@@ -15,8 +15,8 @@
 #include "agent/rendezvous_handler.hpp"
 #include "e2e_support.hpp"
 #include "launcher/launch_config.hpp"
-#include "rendezvous/store_client.hpp"
-#include "rendezvous/store_server.hpp"
+#include "rendezvous/store/store_client.hpp"
+#include "rendezvous/store/store_server.hpp"
 #include "tests/rendezvous/child_process.hpp"
 
 using namespace ddprun;
@@ -37,11 +37,11 @@ double seconds_since(Clock::time_point start) {
 using agent::e2e::free_port;
 
 struct ExternalStore {
-  std::unique_ptr<rendezvous::StoreServer> server = [] {
-    rendezvous::StoreServerOptions options;
+  std::unique_ptr<rendezvous::store::StoreServer> server = [] {
+    rendezvous::store::StoreServerOptions options;
     options.host = "127.0.0.1";
     options.port = 0;
-    return rendezvous::StoreServer::start(options);
+    return rendezvous::store::StoreServer::start(options);
   }();
   uint16_t port() const { return server->port(); }
 };
@@ -123,11 +123,11 @@ void check_consistent(const std::vector<RoundInfo>& rounds, int nproc) {
 }
 
 void check_workers_store_reachable(const RoundInfo& round) {
-  rendezvous::StoreClientOptions options;
+  rendezvous::store::StoreClientOptions options;
   options.host = round.master_addr;
   options.port = round.master_port;
   options.connect_timeout = std::chrono::seconds(5);
-  auto client = rendezvous::StoreClient::connect(options);
+  auto client = rendezvous::store::StoreClient::connect(options);
   client->set("/probe", "1");
   CHECK(client->get("/probe") == "1");
 }
@@ -292,7 +292,7 @@ TEST_CASE("c10d: a node stopped by a signal leaves; the others re-form without i
 TEST_CASE("c10d: a store that stalls for longer than heartbeat_timeout is not a lost store") {
   // A real ddprun-store process, stopped and continued: it keeps its connections but answers
   // nothing, as an overloaded store host does (1,024 agents on 2 cores stall it for seconds).
-  rendezvous::testing::StoreDaemon store;
+  rendezvous::store::testing::StoreDaemon store;
   const uint16_t port = store.port;
   const std::map<std::string, std::string> conf = {{"heartbeat_timeout", "0.3"},
                                                    {"keep_alive_interval", "1"}};

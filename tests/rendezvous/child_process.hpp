@@ -18,7 +18,7 @@
 
 extern char** environ;
 
-namespace ddprun::rendezvous::testing {
+namespace ddprun::rendezvous::store::testing {
 
 class ChildProcess {
  public:
@@ -147,4 +147,4 @@ struct StoreDaemon {
   uint16_t port = 0;
 };
 
-}  // namespace ddprun::rendezvous::testing
+}  // namespace ddprun::rendezvous::store::testing

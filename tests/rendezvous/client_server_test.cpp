@@ -5,10 +5,10 @@
 #include <chrono>
 #include <thread>
 
-#include "rendezvous/store_client.hpp"
-#include "rendezvous/store_server.hpp"
+#include "rendezvous/store/store_client.hpp"
+#include "rendezvous/store/store_server.hpp"
 
-using namespace ddprun::rendezvous;
+using namespace ddprun::rendezvous::store;
 using namespace std::chrono_literals;
 
 namespace {

@@ -1,10 +1,10 @@
 // The ddprun-store command line.
 
-#include "rendezvous/daemon_options.hpp"
+#include "rendezvous/store/daemon_options.hpp"
 
 #include <catch2/catch.hpp>
 
-using namespace ddprun::rendezvous;
+using namespace ddprun::rendezvous::store;
 
 TEST_CASE("daemon options: defaults, both spellings, and errors naming the argument", "[unit]") {
   const auto defaults = std::get<DaemonOptions>(parse_daemon_options({}));

@@ -13,12 +13,12 @@
 
 #include "child_process.hpp"
 #include "raw_connection.hpp"
-#include "rendezvous/store_client.hpp"
+#include "rendezvous/store/store_client.hpp"
 
-using namespace ddprun::rendezvous;
-using ddprun::rendezvous::testing::ChildProcess;
-using ddprun::rendezvous::testing::hex;
-using ddprun::rendezvous::testing::StoreDaemon;
+using namespace ddprun::rendezvous::store;
+using ddprun::rendezvous::store::testing::ChildProcess;
+using ddprun::rendezvous::store::testing::hex;
+using ddprun::rendezvous::store::testing::StoreDaemon;
 using namespace std::chrono_literals;
 
 namespace {

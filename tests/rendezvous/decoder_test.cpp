@@ -4,10 +4,10 @@
 #include <catch2/catch.hpp>
 
 #include "raw_connection.hpp"
-#include "rendezvous/request_decoder.hpp"
+#include "rendezvous/store/request_decoder.hpp"
 
-using namespace ddprun::rendezvous;
-using ddprun::rendezvous::testing::hex;
+using namespace ddprun::rendezvous::store;
+using ddprun::rendezvous::store::testing::hex;
 
 namespace {
 

@@ -5,11 +5,11 @@
 #include <catch2/catch.hpp>
 
 #include "raw_connection.hpp"
-#include "rendezvous/store_server.hpp"
+#include "rendezvous/store/store_server.hpp"
 
-using namespace ddprun::rendezvous;
-using ddprun::rendezvous::testing::hex;
-using ddprun::rendezvous::testing::RawConnection;
+using namespace ddprun::rendezvous::store;
+using ddprun::rendezvous::store::testing::hex;
+using ddprun::rendezvous::store::testing::RawConnection;
 using namespace std::chrono_literals;
 
 namespace {

@@ -15,12 +15,12 @@
 #include <thread>
 
 #include "raw_connection.hpp"
-#include "rendezvous/store_client.hpp"
-#include "rendezvous/store_server.hpp"
+#include "rendezvous/store/store_client.hpp"
+#include "rendezvous/store/store_server.hpp"
 
-using namespace ddprun::rendezvous;
-using ddprun::rendezvous::testing::hex;
-using ddprun::rendezvous::testing::RawConnection;
+using namespace ddprun::rendezvous::store;
+using ddprun::rendezvous::store::testing::hex;
+using ddprun::rendezvous::store::testing::RawConnection;
 using namespace std::chrono_literals;
 
 namespace {

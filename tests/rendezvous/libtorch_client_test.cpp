@@ -12,7 +12,7 @@
 #include <catch2/catch.hpp>
 // clang-format on
 
-#include "rendezvous/store_server.hpp"
+#include "rendezvous/store/store_server.hpp"
 
 using namespace std::chrono_literals;
 
@@ -22,10 +22,10 @@ std::vector<uint8_t> bytes(const std::string& text) {
   return {text.begin(), text.end()};
 }
 
-std::unique_ptr<ddprun::rendezvous::StoreServer> start_server() {
-  ddprun::rendezvous::StoreServerOptions options;
+std::unique_ptr<ddprun::rendezvous::store::StoreServer> start_server() {
+  ddprun::rendezvous::store::StoreServerOptions options;
   options.host = "127.0.0.1";
-  return ddprun::rendezvous::StoreServer::start(options);
+  return ddprun::rendezvous::store::StoreServer::start(options);
 }
 
 c10d::TCPStoreOptions client_options(uint16_t port) {

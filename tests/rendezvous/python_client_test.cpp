@@ -4,8 +4,8 @@
 
 #include "child_process.hpp"
 
-using ddprun::rendezvous::testing::ChildProcess;
-using ddprun::rendezvous::testing::StoreDaemon;
+using ddprun::rendezvous::store::testing::ChildProcess;
+using ddprun::rendezvous::store::testing::StoreDaemon;
 using namespace std::chrono_literals;
 
 namespace {

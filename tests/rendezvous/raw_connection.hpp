@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "rendezvous/deadline_socket.hpp"
+#include "rendezvous/store/deadline_socket.hpp"
 
-namespace ddprun::rendezvous::testing {
+namespace ddprun::rendezvous::store::testing {
 
 // "00 03 2f" -> bytes; spaces and newlines are ignored.
 inline std::string hex(const std::string& text) {
@@ -68,4 +68,4 @@ class RawConnection {
   DeadlineSocket socket_;
 };
 
-}  // namespace ddprun::rendezvous::testing
+}  // namespace ddprun::rendezvous::store::testing

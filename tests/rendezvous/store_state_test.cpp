@@ -1,13 +1,13 @@
 // TCPStore semantics on the state alone (no sockets): who is answered what, and when.
 
-#include "rendezvous/store_state.hpp"
+#include "rendezvous/store/store_state.hpp"
 
 #include <catch2/catch.hpp>
 
 #include "raw_connection.hpp"
 
-using namespace ddprun::rendezvous;
-using ddprun::rendezvous::testing::hex;
+using namespace ddprun::rendezvous::store;
+using ddprun::rendezvous::store::testing::hex;
 
 namespace {
 

@@ -7,11 +7,11 @@
 #include <cstdlib>
 #include <span>
 
-#include "rendezvous/memory_budget.hpp"
-#include "rendezvous/request_decoder.hpp"
-#include "rendezvous/store_state.hpp"
+#include "rendezvous/store/memory_budget.hpp"
+#include "rendezvous/store/request_decoder.hpp"
+#include "rendezvous/store/store_state.hpp"
 
-using namespace ddprun::rendezvous;
+using namespace ddprun::rendezvous::store;
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   StoreLimits limits;

@@ -15,9 +15,9 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 "$clang" -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -I"$source_dir" \
   "$source_dir/tests/rendezvous/fuzz/request_decoder_fuzzer.cpp" \
-  "$source_dir/rendezvous/request_decoder.cpp" \
-  "$source_dir/rendezvous/store_state.cpp" \
-  "$source_dir/rendezvous/wire_protocol.cpp" \
+  "$source_dir/rendezvous/store/request_decoder.cpp" \
+  "$source_dir/rendezvous/store/store_state.cpp" \
+  "$source_dir/rendezvous/store/wire_protocol.cpp" \
   -o "$work/fuzzer"
 mkdir "$work/corpus"
 seed=0

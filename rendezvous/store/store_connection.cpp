@@ -1,13 +1,13 @@
-#include "rendezvous/store_connection.hpp"
+#include "rendezvous/store/store_connection.hpp"
 
 #include <algorithm>
 #include <utility>
 
-#include "rendezvous/memory_budget.hpp"
-#include "rendezvous/request_decoder.hpp"
-#include "rendezvous/store_limits.hpp"
+#include "rendezvous/store/memory_budget.hpp"
+#include "rendezvous/store/request_decoder.hpp"
+#include "rendezvous/store/store_limits.hpp"
 
-namespace ddprun::rendezvous {
+namespace ddprun::rendezvous::store {
 namespace {
 
 // Stop reading from a client whose replies pile up unread, until they drain.
@@ -269,4 +269,4 @@ void StoreConnection::abandon() {
   socket_.close(ignored);
 }
 
-}  // namespace ddprun::rendezvous
+}  // namespace ddprun::rendezvous::store

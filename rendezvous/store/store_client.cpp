@@ -1,4 +1,4 @@
-#include "rendezvous/store_client.hpp"
+#include "rendezvous/store/store_client.hpp"
 
 #include <unistd.h>
 
@@ -6,10 +6,10 @@
 #include <random>
 #include <thread>
 
-#include "rendezvous/deadline_socket.hpp"
-#include "rendezvous/wire_codec.hpp"
+#include "rendezvous/store/deadline_socket.hpp"
+#include "rendezvous/store/wire_codec.hpp"
 
-namespace ddprun::rendezvous {
+namespace ddprun::rendezvous::store {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -359,4 +359,4 @@ std::unique_ptr<StoreClient> StoreClient::connect(const StoreClientOptions& opti
   return std::make_unique<TcpStoreClient>(options);
 }
 
-}  // namespace ddprun::rendezvous
+}  // namespace ddprun::rendezvous::store

@@ -7,11 +7,11 @@
 #include <memory>
 #include <string>
 
-#include "rendezvous/store_limits.hpp"
-#include "rendezvous/store_log.hpp"
-#include "rendezvous/wire_protocol.hpp"
+#include "rendezvous/store/store_limits.hpp"
+#include "rendezvous/store/store_log.hpp"
+#include "rendezvous/store/wire_protocol.hpp"
 
-namespace ddprun::rendezvous {
+namespace ddprun::rendezvous::store {
 
 struct StoreServerOptions {
   std::string host = "0.0.0.0";
@@ -41,4 +41,4 @@ class StoreServer {
   virtual std::size_t memory_used() const = 0;
 };
 
-}  // namespace ddprun::rendezvous
+}  // namespace ddprun::rendezvous::store

@@ -10,11 +10,11 @@
 #include <string>
 #include <vector>
 
-#include "rendezvous/asio.hpp"
-#include "rendezvous/request.hpp"
-#include "rendezvous/store_state.hpp"
+#include "rendezvous/store/asio.hpp"
+#include "rendezvous/store/request.hpp"
+#include "rendezvous/store/store_state.hpp"
 
-namespace ddprun::rendezvous {
+namespace ddprun::rendezvous::store {
 
 class MemoryBudget;
 struct StoreLimits;
@@ -76,4 +76,4 @@ class StoreConnection : public std::enable_shared_from_this<StoreConnection> {
   bool closed_ = false;
 };
 
-}  // namespace ddprun::rendezvous
+}  // namespace ddprun::rendezvous::store

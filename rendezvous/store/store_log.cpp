@@ -1,10 +1,10 @@
-#include "rendezvous/store_log.hpp"
+#include "rendezvous/store/store_log.hpp"
 
 #include <unistd.h>
 
 #include <string>
 
-namespace ddprun::rendezvous {
+namespace ddprun::rendezvous::store {
 
 std::optional<StoreLogLevel> parse_log_level(std::string_view name) {
   if (name == "quiet") {
@@ -39,4 +39,4 @@ void store_log(StoreLogLevel threshold, StoreLogLevel level, std::string_view me
   [[maybe_unused]] const auto written = ::write(STDERR_FILENO, line.data(), line.size());
 }
 
-}  // namespace ddprun::rendezvous
+}  // namespace ddprun::rendezvous::store

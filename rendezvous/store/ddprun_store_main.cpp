@@ -8,12 +8,12 @@
 #include <iostream>
 #include <string>
 
-#include "rendezvous/daemon_options.hpp"
-#include "rendezvous/store_server.hpp"
+#include "rendezvous/store/daemon_options.hpp"
+#include "rendezvous/store/store_server.hpp"
 
 namespace {
 
-using namespace ddprun::rendezvous;
+using namespace ddprun::rendezvous::store;
 
 // Many clients means many descriptors (PyTorch <= 2.0 clients open two each): raise the
 // hard limit where we may (root), else take the hard limit as it is.

@@ -5,9 +5,9 @@
 #include <string>
 #include <vector>
 
-#include "rendezvous/wire_protocol.hpp"
+#include "rendezvous/store/wire_protocol.hpp"
 
-namespace ddprun::rendezvous {
+namespace ddprun::rendezvous::store {
 
 struct Request {
   Command command = Command::get_num_keys;
@@ -22,4 +22,4 @@ struct Request {
   std::uint32_t word = 0;
 };
 
-}  // namespace ddprun::rendezvous
+}  // namespace ddprun::rendezvous::store

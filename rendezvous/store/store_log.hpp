@@ -5,7 +5,7 @@
 #include <optional>
 #include <string_view>
 
-namespace ddprun::rendezvous {
+namespace ddprun::rendezvous::store {
 
 enum class StoreLogLevel : std::uint8_t { quiet, error, warning, info, debug };
 
@@ -14,4 +14,4 @@ std::optional<StoreLogLevel> parse_log_level(std::string_view name);
 // Writes "ddprun-store <LEVEL>: message\n" with one write, so lines from threads do not mix.
 void store_log(StoreLogLevel threshold, StoreLogLevel level, std::string_view message);
 
-}  // namespace ddprun::rendezvous
+}  // namespace ddprun::rendezvous::store

@@ -14,9 +14,9 @@
 #include <string_view>
 #include <vector>
 
-#include "rendezvous/wire_protocol.hpp"
+#include "rendezvous/store/wire_protocol.hpp"
 
-namespace ddprun::rendezvous {
+namespace ddprun::rendezvous::store {
 
 // Any failure to reach the store or a broken connection after retries.
 class StoreError : public std::runtime_error {
@@ -82,4 +82,4 @@ class StoreClient {
                          const std::vector<std::string>& values) = 0;
 };
 
-}  // namespace ddprun::rendezvous
+}  // namespace ddprun::rendezvous::store

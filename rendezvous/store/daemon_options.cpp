@@ -1,10 +1,10 @@
-#include "rendezvous/daemon_options.hpp"
+#include "rendezvous/store/daemon_options.hpp"
 
 #include <charconv>
 #include <functional>
 #include <map>
 
-namespace ddprun::rendezvous {
+namespace ddprun::rendezvous::store {
 namespace {
 
 bool parse_size(const std::string& text, std::size_t& out) {
@@ -117,4 +117,4 @@ std::variant<DaemonOptions, std::string> parse_daemon_options(
   return options;
 }
 
-}  // namespace ddprun::rendezvous
+}  // namespace ddprun::rendezvous::store

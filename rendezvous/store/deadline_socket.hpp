@@ -10,7 +10,7 @@
 #include <string>
 #include <string_view>
 
-namespace ddprun::rendezvous {
+namespace ddprun::rendezvous::store {
 
 using Deadline = std::chrono::steady_clock::time_point;
 
@@ -56,4 +56,4 @@ class DeadlineSocket {
   int fd_ = -1;
 };
 
-}  // namespace ddprun::rendezvous
+}  // namespace ddprun::rendezvous::store

@@ -1,9 +1,9 @@
-#include "rendezvous/wire_protocol.hpp"
+#include "rendezvous/store/wire_protocol.hpp"
 
 #include <array>
 #include <span>
 
-namespace ddprun::rendezvous {
+namespace ddprun::rendezvous::store {
 namespace {
 
 // Opcode tables, indexed by opcode byte (tcpstore_protocol.md §3.1).
@@ -114,4 +114,4 @@ std::string_view generation_name(WireGeneration generation) {
   return "?";
 }
 
-}  // namespace ddprun::rendezvous
+}  // namespace ddprun::rendezvous::store

@@ -4,7 +4,7 @@
 
 #include <cstddef>
 
-namespace ddprun::rendezvous {
+namespace ddprun::rendezvous::store {
 
 struct StoreLimits {
   std::size_t max_key_bytes = 8 * 1024;
@@ -16,4 +16,4 @@ struct StoreLimits {
   std::size_t max_connections = 65536;
 };
 
-}  // namespace ddprun::rendezvous
+}  // namespace ddprun::rendezvous::store

@@ -1,11 +1,11 @@
-#include "rendezvous/request_decoder.hpp"
+#include "rendezvous/store/request_decoder.hpp"
 
 #include <array>
 #include <string_view>
 
-#include "rendezvous/wire_codec.hpp"
+#include "rendezvous/store/wire_codec.hpp"
 
-namespace ddprun::rendezvous {
+namespace ddprun::rendezvous::store {
 namespace {
 
 // Reads fields from the front of the buffered bytes. A read that runs past the end records
@@ -230,4 +230,4 @@ std::optional<WireGeneration> detect_generation(std::span<const std::uint8_t> fi
   return WireGeneration::g2;
 }
 
-}  // namespace ddprun::rendezvous
+}  // namespace ddprun::rendezvous::store

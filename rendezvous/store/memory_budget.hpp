@@ -5,7 +5,7 @@
 
 #include <cstddef>
 
-namespace ddprun::rendezvous {
+namespace ddprun::rendezvous::store {
 
 class MemoryBudget {
  public:
@@ -30,4 +30,4 @@ class MemoryBudget {
   std::size_t used_ = 0;
 };
 
-}  // namespace ddprun::rendezvous
+}  // namespace ddprun::rendezvous::store

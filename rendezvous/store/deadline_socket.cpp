@@ -1,4 +1,4 @@
-#include "rendezvous/deadline_socket.hpp"
+#include "rendezvous/store/deadline_socket.hpp"
 
 #include <fcntl.h>
 #include <netdb.h>
@@ -12,7 +12,7 @@
 #include <cstring>
 #include <memory>
 
-namespace ddprun::rendezvous {
+namespace ddprun::rendezvous::store {
 namespace {
 
 struct AddrInfoDeleter {
@@ -207,4 +207,4 @@ void DeadlineSocket::receive_exact(void* destination, std::size_t size, Deadline
   }
 }
 
-}  // namespace ddprun::rendezvous
+}  // namespace ddprun::rendezvous::store

@@ -7,7 +7,7 @@
 #include <optional>
 #include <string_view>
 
-namespace ddprun::rendezvous {
+namespace ddprun::rendezvous::store {
 
 // G0: PyTorch <= 2.0 (no handshake, WATCH_KEY). G1: 2.1 (no handshake, APPEND..CANCEL_WAIT).
 // G2: 2.2+ (VALIDATE first, every opcode one higher than G1, then PING, queues, ...).
@@ -59,4 +59,4 @@ inline constexpr std::uint8_t kWatchKeyCreated = 1;
 inline constexpr std::uint8_t kWatchKeyDeleted = 2;
 inline constexpr std::uint8_t kWatchCallbackRegistered = 3;
 
-}  // namespace ddprun::rendezvous
+}  // namespace ddprun::rendezvous::store

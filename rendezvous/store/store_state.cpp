@@ -1,12 +1,12 @@
-#include "rendezvous/store_state.hpp"
+#include "rendezvous/store/store_state.hpp"
 
 #include <algorithm>
 #include <charconv>
 #include <utility>
 
-#include "rendezvous/wire_codec.hpp"
+#include "rendezvous/store/wire_codec.hpp"
 
-namespace ddprun::rendezvous {
+namespace ddprun::rendezvous::store {
 namespace {
 
 // Rough per-entry bookkeeping cost (hash node, string headers), charged on top of the
@@ -503,4 +503,4 @@ std::optional<std::string> StoreState::handle(ConnectionId from, Request& reques
   return "unhandled command";
 }
 
-}  // namespace ddprun::rendezvous
+}  // namespace ddprun::rendezvous::store

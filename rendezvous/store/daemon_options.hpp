@@ -5,9 +5,9 @@
 #include <variant>
 #include <vector>
 
-#include "rendezvous/store_server.hpp"
+#include "rendezvous/store/store_server.hpp"
 
-namespace ddprun::rendezvous {
+namespace ddprun::rendezvous::store {
 
 struct DaemonOptions {
   StoreServerOptions server;
@@ -19,4 +19,4 @@ std::variant<DaemonOptions, std::string> parse_daemon_options(const std::vector<
 
 std::string daemon_usage();
 
-}  // namespace ddprun::rendezvous
+}  // namespace ddprun::rendezvous::store

@@ -1,7 +1,7 @@
 // The Boost.Asio driver of the store: accepts connections, owns the state and routes the
 // messages it produces. Everything runs on one event-loop thread, so the state needs no lock.
 
-#include "rendezvous/store_server.hpp"
+#include "rendezvous/store/store_server.hpp"
 
 #include <array>
 #include <atomic>
@@ -10,12 +10,12 @@
 #include <thread>
 #include <unordered_map>
 
-#include "rendezvous/asio.hpp"
-#include "rendezvous/memory_budget.hpp"
-#include "rendezvous/store_connection.hpp"
-#include "rendezvous/store_state.hpp"
+#include "rendezvous/store/asio.hpp"
+#include "rendezvous/store/memory_budget.hpp"
+#include "rendezvous/store/store_connection.hpp"
+#include "rendezvous/store/store_state.hpp"
 
-namespace ddprun::rendezvous {
+namespace ddprun::rendezvous::store {
 namespace {
 
 namespace asio = boost::asio;
@@ -219,4 +219,4 @@ std::unique_ptr<StoreServer> StoreServer::start(const StoreServerOptions& option
   return std::make_unique<StoreServerImpl>(options);
 }
 
-}  // namespace ddprun::rendezvous
+}  // namespace ddprun::rendezvous::store

@@ -11,11 +11,11 @@
 #include <span>
 #include <string>
 
-#include "rendezvous/request.hpp"
-#include "rendezvous/store_limits.hpp"
-#include "rendezvous/wire_protocol.hpp"
+#include "rendezvous/store/request.hpp"
+#include "rendezvous/store/store_limits.hpp"
+#include "rendezvous/store/wire_protocol.hpp"
 
-namespace ddprun::rendezvous {
+namespace ddprun::rendezvous::store {
 
 enum class DecodeStatus : std::uint8_t { complete, need_more, invalid };
 
@@ -36,4 +36,4 @@ DecodeResult decode_request(std::span<const std::uint8_t> input, WireGeneration 
 std::optional<WireGeneration> detect_generation(std::span<const std::uint8_t> first_bytes,
                                                 WireGeneration legacy);
 
-}  // namespace ddprun::rendezvous
+}  // namespace ddprun::rendezvous::store

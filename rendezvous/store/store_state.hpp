@@ -15,10 +15,10 @@
 #include <unordered_map>
 #include <vector>
 
-#include "rendezvous/memory_budget.hpp"
-#include "rendezvous/request.hpp"
+#include "rendezvous/store/memory_budget.hpp"
+#include "rendezvous/store/request.hpp"
 
-namespace ddprun::rendezvous {
+namespace ddprun::rendezvous::store {
 
 using ConnectionId = std::uint64_t;
 
@@ -95,4 +95,4 @@ class StoreState {
   std::unordered_map<ConnectionId, std::vector<std::string>> watched_by_;
 };
 
-}  // namespace ddprun::rendezvous
+}  // namespace ddprun::rendezvous::store
