@@ -38,4 +38,7 @@ class KvBackend {
   virtual std::string describe() const = 0;
 };
 
+// "unreachable", "unresponsive", "protocol error", "rejected": for messages and logs.
+std::string to_string(round::KvErrorKind kind);
+
 }  // namespace ddprun::rendezvous::backends
