@@ -9,9 +9,9 @@
 #include <string_view>
 #include <vector>
 
-#include "agent/rendezvous_handler.hpp"
+#include "rendezvous/round/round_info.hpp"
 
-namespace ddprun::agent::rdzv {
+namespace ddprun::rendezvous::round {
 
 struct NodeRecord {
   std::string addr;  // --local_addr or FQDN: the node's identity and MASTER_ADDR if rank 0
@@ -65,4 +65,4 @@ std::vector<WorkerFailure> decode_failure_lines(std::string_view text,
 // "--nnodes" text for messages: "2" or "2:3".
 std::string nnodes_text(int min_nodes, int max_nodes);
 
-}  // namespace ddprun::agent::rdzv
+}  // namespace ddprun::rendezvous::round

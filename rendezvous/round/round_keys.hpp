@@ -7,11 +7,11 @@
 #include <string>
 #include <vector>
 
-namespace ddprun::agent::rdzv {
+namespace ddprun::rendezvous::round {
 
-class RdzvKeys {
+class RoundKeys {
  public:
-  explicit RdzvKeys(const std::string& run_id) : prefix_("ddprun/rdzv/" + run_id + "/") {}
+  explicit RoundKeys(const std::string& run_id) : prefix_("ddprun/rdzv/" + run_id + "/") {}
 
   // Job-wide.
   std::string config() const { return prefix_ + "config"; }      // --nnodes of the first node
@@ -61,4 +61,4 @@ class RdzvKeys {
   std::string prefix_;
 };
 
-}  // namespace ddprun::agent::rdzv
+}  // namespace ddprun::rendezvous::round

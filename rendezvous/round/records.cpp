@@ -1,4 +1,4 @@
-#include "agent/rdzv_records.hpp"
+#include "rendezvous/round/records.hpp"
 
 #include <algorithm>
 #include <charconv>
@@ -8,7 +8,7 @@
 #include <sstream>
 #include <tuple>
 
-namespace ddprun::agent::rdzv {
+namespace ddprun::rendezvous::round {
 namespace {
 
 constexpr std::size_t kMaxAddrBytes = 1024;
@@ -268,4 +268,4 @@ std::vector<WorkerFailure> decode_failure_lines(std::string_view text, std::size
   return failures;
 }
 
-}  // namespace ddprun::agent::rdzv
+}  // namespace ddprun::rendezvous::round

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-namespace ddprun::agent::rdzv {
+namespace ddprun::rendezvous::backends {
 
 // What this machine is called and where it listens; gathered by local_identity().
 struct LocalIdentity {
@@ -40,4 +40,4 @@ std::string default_local_address();
 // address (so agents on 127.0.0.2 and 127.0.0.3 are distinct), anything else every interface.
 std::string store_bind_address(const std::string& endpoint_host);
 
-}  // namespace ddprun::agent::rdzv
+}  // namespace ddprun::rendezvous::backends

@@ -1,4 +1,4 @@
-#include "agent/rdzv_host_detection.hpp"
+#include "rendezvous/backends/store_host.hpp"
 
 #include <arpa/inet.h>
 #include <ifaddrs.h>
@@ -11,7 +11,7 @@
 #include <array>
 #include <memory>
 
-namespace ddprun::agent::rdzv {
+namespace ddprun::rendezvous::backends {
 namespace {
 
 bool contains(const std::vector<std::string>& list, const std::string& value) {
@@ -151,4 +151,4 @@ std::string store_bind_address(const std::string& endpoint_host) {
   return "0.0.0.0";
 }
 
-}  // namespace ddprun::agent::rdzv
+}  // namespace ddprun::rendezvous::backends

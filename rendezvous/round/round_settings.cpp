@@ -1,13 +1,13 @@
-#include "agent/rdzv_settings.hpp"
+#include "rendezvous/round/round_settings.hpp"
 
 #include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <cmath>
 
-#include "agent/rendezvous_handler.hpp"
+#include "rendezvous/round/round_info.hpp"
 
-namespace ddprun::agent::rdzv {
+namespace ddprun::rendezvous::round {
 namespace {
 
 double parse_seconds(const std::string& key, const std::string& text, bool zero_allowed = false) {
@@ -72,4 +72,4 @@ RdzvSettings parse_rdzv_settings(const std::map<std::string, std::string>& rdzv_
   return settings;
 }
 
-}  // namespace ddprun::agent::rdzv
+}  // namespace ddprun::rendezvous::round

@@ -1,17 +1,19 @@
 // The rendezvous decisions without sockets or clocks: join/close/last-call, heartbeat loss,
 // failure and wake-up decisions, records, rank assignment, settings, store-host choice.
 
-#include "agent/rdzv_state_machine.hpp"
+#include "rendezvous/round/heartbeat_monitor.hpp"
+#include "rendezvous/round/join_policy.hpp"
+#include "rendezvous/round/round_decisions.hpp"
 
 #include <catch2/catch.hpp>
 #include <variant>
 
-#include "agent/rdzv_host_detection.hpp"
-#include "agent/rdzv_records.hpp"
-#include "agent/rdzv_settings.hpp"
+#include "rendezvous/backends/store_host.hpp"
+#include "rendezvous/round/records.hpp"
+#include "rendezvous/round/round_settings.hpp"
 
-using namespace ddprun::agent;
-using namespace ddprun::agent::rdzv;
+using namespace ddprun::rendezvous::round;
+using namespace ddprun::rendezvous::backends;
 
 namespace {
 

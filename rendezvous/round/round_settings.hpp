@@ -5,7 +5,7 @@
 #include <optional>
 #include <string>
 
-namespace ddprun::agent::rdzv {
+namespace ddprun::rendezvous::round {
 
 struct RdzvSettings {
   double join_timeout_s = 600;
@@ -22,4 +22,4 @@ struct RdzvSettings {
 // RendezvousError naming the key and the value when a value is not a positive number or a bool.
 RdzvSettings parse_rdzv_settings(const std::map<std::string, std::string>& rdzv_conf);
 
-}  // namespace ddprun::agent::rdzv
+}  // namespace ddprun::rendezvous::round

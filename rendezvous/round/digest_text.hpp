@@ -1,0 +1,42 @@
+#pragma once
+// A cheap text accumulator for state digests (the model checker builds millions of them):
+// numbers through std::to_chars, no streams.
+
+#include <charconv>
+#include <concepts>
+#include <string>
+#include <string_view>
+
+namespace ddprun::rendezvous::round {
+
+class DigestText {
+ public:
+  DigestText() { text_.reserve(512); }
+  DigestText& operator<<(std::string_view s) {
+    text_.append(s);
+    return *this;
+  }
+  DigestText& operator<<(char c) {
+    text_.push_back(c);
+    return *this;
+  }
+  DigestText& operator<<(bool b) {
+    text_.push_back(b ? '1' : '0');
+    return *this;
+  }
+  template <class Number>
+    requires((std::integral<Number> && !std::same_as<Number, bool>) ||
+             std::floating_point<Number>)
+  DigestText& operator<<(Number n) {
+    char buffer[32];
+    auto [end, ec] = std::to_chars(buffer, buffer + sizeof buffer, n);
+    text_.append(buffer, ec == std::errc{} ? end : buffer);
+    return *this;
+  }
+  const std::string& str() const { return text_; }
+
+ private:
+  std::string text_;
+};
+
+}  // namespace ddprun::rendezvous::round

@@ -1,0 +1,44 @@
+#pragma once
+// Everything one node's round machine needs to know before it starts: who it is, the job's
+// shape, and the protocol's timeouts. Built once by the agent from the parsed command line.
+
+#include <cstdint>
+#include <string>
+
+#include "rendezvous/round/records.hpp"
+#include "rendezvous/round/round_settings.hpp"
+
+namespace ddprun::rendezvous::round {
+
+enum class RoundMode {
+  // c10d and etcd: rounds of MIN..MAX nodes that form from whoever joins, with heartbeats,
+  // loss detection, late and waiting nodes.
+  kDynamic,
+  // static: exactly MAX nodes, each with its --node_rank; rounds re-form only for restarts.
+  kStatic,
+};
+
+struct MachineConfig {
+  RoundMode mode = RoundMode::kDynamic;
+  std::string run_id;
+  // This node as the others see it: address, pid, nonce, workers per node, rank hint,
+  // --nnodes. Static: rank_hint is --node_rank.
+  NodeRecord self;
+  int max_restarts = 0;
+  RdzvSettings settings;
+  double exit_barrier_timeout_s = 300;
+  // How long a node stopped by a signal tries to leave the rendezvous before it exits anyway.
+  double leave_timeout_s = 2;
+  // This node's process hosts the rendezvous store: on close it stays (up to close_timeout)
+  // until every node of the round has left, so the others can still read the job's failures.
+  bool hosts_store = false;
+  // "rendezvous 'job' at host:port", for messages.
+  std::string where;
+  // Static: the workers use the agents' store at this address (torchrun's static backend).
+  std::string static_master_addr;
+  uint16_t static_master_port = 0;
+  // How long one wait for a round's wake-up key may run before it is re-armed.
+  double wake_wait_s = 3600;
+};
+
+}  // namespace ddprun::rendezvous::round

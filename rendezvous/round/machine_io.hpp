@@ -1,0 +1,109 @@
+#pragma once
+// What goes into the round machine (events) and what comes out (effects). The driver turns
+// store replies, timers, the local worker group and signals into events, and carries out the
+// effects in the order they come. Every event comes with the time as a plain number of seconds
+// on a monotonic clock; the machine has no clock of its own.
+//
+// Driver duties, in order (the machine relies on them):
+//  1. Carry out IssueKv effects in the order emitted: a backend keeps one node's non-wait ops
+//     in order, so a write the machine issued first is applied first.
+//  2. Start workers only on StartWorkers, and answer every StopWorkers with WorkersStopped once
+//     every worker of the group has been reaped (never before: the next round's workers must
+//     not meet the old ones).
+//  3. Answer HostWorkersStore with WorkersStoreHosted or WorkersStoreFailed.
+//  4. Arm one timer for next_deadline() after every step, and feed TimerFired when it passes.
+//  5. Stop feeding events after Finish; drop pending ops (their replies are ignored anyway).
+
+#include <cstdint>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "rendezvous/round/kv_ops.hpp"
+#include "rendezvous/round/round_info.hpp"
+
+namespace ddprun::rendezvous::round {
+
+// ---- Events ----
+
+// Start the rendezvous (once).
+struct Begin {};
+// The backend answered op `id`.
+struct KvAnswered {
+  uint64_t id = 0;
+  KvResult result;
+};
+// next_deadline() passed.
+struct TimerFired {};
+// Answer to HostWorkersStore: where the fresh store for this round's workers listens.
+struct WorkersStoreHosted {
+  std::string addr;
+  uint16_t port = 0;
+};
+struct WorkersStoreFailed {
+  std::string message;
+};
+// Every local worker exited 0.
+struct WorkersSucceeded {};
+// A local worker failed (the group failed as a whole, torchrun's gang semantics): the
+// failures observed, earliest first. The survivors still run until StopWorkers.
+struct WorkersFailed {
+  std::vector<WorkerFailure> failures;
+};
+// Answer to StopWorkers: every worker of the group has exited and been reaped.
+struct WorkersStopped {};
+// A handled signal (SIGTERM, SIGINT, ...) reached the agent.
+struct SignalReceived {
+  int signal = 0;
+};
+
+using MachineEvent = std::variant<Begin, KvAnswered, TimerFired, WorkersStoreHosted,
+                                  WorkersStoreFailed, WorkersSucceeded, WorkersFailed,
+                                  WorkersStopped, SignalReceived>;
+
+// ---- Effects ----
+
+struct IssueKv {
+  uint64_t id = 0;
+  KvOp op;
+};
+// A pending op nobody waits for any more (a KvWait): the backend may drop it.
+struct CancelKv {
+  uint64_t id = 0;
+};
+// Start a fresh store for this round's workers (this node is the round's rank 0).
+struct HostWorkersStore {
+  uint64_t round = 0;
+};
+struct StartWorkers {
+  RoundInfo round;
+};
+// Send `signal` to every local worker, SIGKILL what is left after the shutdown timeout.
+struct StopWorkers {
+  int signal = 0;
+};
+// Something the user should hear about: one line on the agent's stderr, and an event record.
+// kind is the event name ("restart", "membership_change", "node_lost", ...).
+struct Notice {
+  std::string kind;
+  std::string text;
+  uint64_t round = 0;
+};
+// The agent is done. failures: the job-wide failures, root cause first, when the job failed
+// because workers failed (the summary table); empty otherwise.
+struct Finish {
+  int exit_status = 0;
+  std::string reason;
+  std::vector<WorkerFailure> failures;
+};
+
+using MachineEffect = std::variant<IssueKv, CancelKv, HostWorkersStore, StartWorkers, StopWorkers,
+                                   Notice, Finish>;
+
+// Exit statuses. 128+N for a signal N, so a requeue wrapper can tell "preempted" from "failed"
+// (torchrun exits 1 for both).
+inline constexpr int kExitSuccess = 0;
+inline constexpr int kExitFailure = 1;
+inline int exit_status_for_signal(int signal_number) { return 128 + signal_number; }
+
+}  // namespace ddprun::rendezvous::round

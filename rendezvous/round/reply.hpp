@@ -1,0 +1,48 @@
+#pragma once
+// Reading a backend's answer as the type the op promises (kv_ops.hpp). A backend that answers
+// with another type is broken: that is a RendezvousError naming the op, not a crash.
+
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "rendezvous/round/kv_ops.hpp"
+#include "rendezvous/round/round_info.hpp"
+
+namespace ddprun::rendezvous::round {
+
+template <class Answer>
+const Answer& answer_as(const KvResult& result, const char* op) {
+  if (const auto* answer = std::get_if<Answer>(&result)) {
+    return *answer;
+  }
+  throw RendezvousError(std::string("the rendezvous store answered ") + op +
+                        " with an unexpected reply");
+}
+
+inline const std::optional<std::string>& value_of(const KvResult& result) {
+  return answer_as<KvValue>(result, "a read").value;
+}
+inline int64_t counter_of(const KvResult& result) {
+  return answer_as<KvCounter>(result, "an add").value;
+}
+inline bool ready_of(const KvResult& result) {
+  return answer_as<KvReady>(result, "a wait").ready;
+}
+inline const std::vector<std::optional<std::string>>& values_of(const KvResult& result) {
+  return answer_as<KvValues>(result, "a multi-get").values;
+}
+
+// A wait's timeout from seconds left (never negative).
+inline std::chrono::milliseconds to_millis(double seconds) {
+  if (!(seconds > 0)) {
+    return std::chrono::milliseconds(0);
+  }
+  return std::chrono::milliseconds(static_cast<int64_t>(std::ceil(seconds * 1000)));
+}
+
+}  // namespace ddprun::rendezvous::round

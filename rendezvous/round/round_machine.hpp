@@ -1,0 +1,301 @@
+#pragma once
+// One node's side of the round protocol, as a deterministic state machine in the style of
+// etcd's raft: events in (store replies, timer ticks with the time as a value, the local worker
+// group, signals), effects out (key-value ops to issue, workers to start or stop, notices, the
+// final exit). No sockets, clocks, threads or processes inside: the same events always give
+// the same effects, so tests replay exact interleavings of several nodes against a simulated
+// store, and a scale simulator runs thousands of machines in one process.
+//
+// The machine owns: joining a round (c10d's join counter, last call and close, or static's
+// fixed ranks), late and waiting nodes, rank assignment, the workers' store address,
+// heartbeats and loss, failure publication and counting against max_restarts, fencing (every
+// key is per round, and replies from an abandoned step are ignored), the exit barrier, closing
+// the job and leaving after a signal.
+//
+// Store layout (round_keys.hpp): job-wide keys under ddprun/rdzv/<run_id>/, a round's under
+// .../r<round>/. Keys are never deleted; claims are compare-and-set, so each round has one
+// closer, one assignment publisher and one failure decision.
+//
+// Threading: none. Call step() and take_effects() from one thread.
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "rendezvous/round/heartbeat_monitor.hpp"
+#include "rendezvous/round/join_policy.hpp"
+#include "rendezvous/round/machine_config.hpp"
+#include "rendezvous/round/machine_io.hpp"
+#include "rendezvous/round/records.hpp"
+#include "rendezvous/round/round_decisions.hpp"
+#include "rendezvous/round/round_keys.hpp"
+
+namespace ddprun::rendezvous::round {
+
+class RoundMachine {
+ public:
+  explicit RoundMachine(MachineConfig config);
+
+  // Feeds one event that happened at now_s. Effects accumulate until take_effects().
+  void step(const MachineEvent& event, double now_s);
+  std::vector<MachineEffect> take_effects();
+
+  // The earliest time the machine wants a TimerFired; nullopt when it only waits for events.
+  std::optional<double> next_deadline() const;
+
+  bool finished() const { return phase_ == Phase::kDone; }
+  // The round this node takes part in, once one formed.
+  std::optional<uint64_t> current_round() const;
+  const char* phase_name() const;
+  // Everything that determines future behaviour, as text: two machines with equal digests
+  // behave alike from here on (the model checker merges such states).
+  std::string digest() const;
+  const MachineConfig& config() const { return config_; }
+
+ private:
+  enum class Phase : uint8_t {
+    kIdle,
+    kCheckingConfig,  // first join: do all agents agree on --nnodes?
+    kJoining,         // dynamic: join counter, record, last call, close
+    kLate,            // dynamic: the round closed without us; waiting for it to end
+    kStaticJoining,   // static: record, node 0 assigns
+    kForming,         // assignment read, workers' store being hosted or looked up
+    kRunning,         // workers run; watching the round
+    kExitBarrier,     // local workers succeeded; waiting for the others
+    kClosing,         // the job ends: close the rendezvous
+    kLeaving,         // stopped by a signal: leave so the others can scale down
+    kDone,
+  };
+  enum class Workers : uint8_t { kNone, kRunning, kStopping, kSucceeded };
+  // What happens once the workers the machine asked to stop have stopped.
+  enum class AfterStop : uint8_t { kNothing, kReform, kAwaitDecision, kFailJob, kLeave, kStoreLost };
+  // What an op's reply is for.
+  enum class Step : uint8_t {
+    kConfigClaim,
+    kMismatchRound,
+    kMismatchCloseClaim,
+    kMismatchClosed,
+    kMismatchStaticFill,
+    kRoundClaim,
+    kPrevLost,
+    kPrevWaiting,
+    kReformSet,
+    kJobClosedCheck,
+    kExpectedClaim,
+    kExpectedRead,
+    kJoinedAdd,
+    kRecordSet,
+    kAwaitClose,
+    kClosedRead,
+    kCloseClaim,
+    kClosedSet,
+    kJoinedCount,
+    kTimeoutCount,
+    kWaitingAdd,
+    kWakeRound,
+    kReformWait,
+    kRoundAdvanceLate,
+    kStaticRound,
+    kStaticRecordsWait,
+    kStaticCountPresent,
+    kRecordsWait,
+    kRecordsRead,
+    kRestartsRead,
+    kAssignPublish,
+    kAssignWait,
+    kAssignRead,
+    kMasterSet,
+    kMasterWait,
+    kMasterRead,
+    kBeat,
+    kProbe,
+    kLossCheckExit,
+    kLostAdd,
+    kLeftAddForLost,
+    kAllLeftSet,
+    kAllLeftSetForLost,
+    kInterrupt,
+    kLostRecordRead,
+    kWakeWait,
+    kStateFailed,
+    kStateLost,
+    kStateWaiting,
+    kFailClaimCheck,
+    kFailLostCheck,
+    kFailAppend,
+    kFailClaim,
+    kFailedWait,
+    kFailedRead,
+    kRestartsAdd,
+    kExitCountRead,
+    kFailedSet,
+    kExitAdd,
+    kExitDoneSet,
+    kExitWait,
+    kExitDoneRead,
+    kFailuresRead,
+    kCloseJob,
+    kCloseReform,
+    kCloseNewest,
+    kCloseLaterClaim,
+    kCloseLaterSet,
+    kCloseLaterStatic,
+    kLeftAdd,
+    kAllLeftWait,
+    kLeaveLost,
+    kLeaveWake,
+  };
+  // Ops are grouped by the activity they serve, so an activity that ends cancels its own.
+  enum class Group : uint8_t { kFlow, kWatch, kReport };
+  struct Pending {
+    Step step;
+    Group group;
+    bool is_wait;
+    int64_t aux;  // a round or slot the reply refers to
+  };
+
+  // Joining (dynamic).
+  struct Join {
+    uint64_t round = 0;
+    int expected = 0;  // nodes the round should gather; 0 unknown
+    int slot = 0;
+    int replies_outstanding = 0;
+    bool closed_by_me = false;
+    bool job_closed = false;
+    bool job_succeeded = false;
+    double deadline_s = 0;  // join_timeout, across late rounds
+    std::optional<JoinStateMachine> decisions;
+    int prev_lost = 0;
+    int prev_waiting = 0;
+  };
+  // Watching a running round.
+  struct Watch {
+    bool heartbeats = false;
+    double next_beat_s = 0;
+    double next_probe_s = 0;
+    bool beat_outstanding = false;
+    bool probe_outstanding = false;
+    std::optional<HeartbeatMonitor> monitor;
+    bool neighbor_seen = false;
+    bool declared_loss = false;
+    bool reading_state = false;
+    int state_replies = 0;
+    WakeObservation seen;
+    std::optional<double> repoll_s;
+    double last_answer_s = 0;
+    bool slowness_reported = false;
+  };
+  // A local failure being published and decided.
+  struct Report {
+    std::vector<WorkerFailure> failures;
+    int checks_outstanding = 0;
+    bool claimed = false;
+    bool lost_seen = false;
+    int64_t restarts_after = 0;
+    std::optional<FailureDecision> decision;
+    bool uncounted = false;  // a consequence of a lost node: re-form, nothing counted
+  };
+  struct Formed {
+    uint64_t round = 0;
+    int slot = 0;
+    Assignment assignment;
+    std::string master_addr;
+    uint16_t master_port = 0;
+  };
+
+  // Issuing.
+  uint64_t issue(Step step, KvOp op, Group group = Group::kFlow, int64_t aux = 0);
+  void cancel_group(Group group);
+  template <class Effect>
+  void emit(Effect&& effect) {
+    effects_.emplace_back(std::in_place_type<std::decay_t<Effect>>, std::forward<Effect>(effect));
+  }
+  void notice(std::string kind, std::string text);
+  void finish(int status, std::string reason, std::vector<WorkerFailure> failures = {});
+  void fail_rendezvous(const std::string& message);
+  bool elastic() const { return config_.mode == RoundMode::kDynamic; }
+  int participants() const;
+
+  void on_reply(const Pending& pending, const KvResult& result, double now);
+  void on_running_reply(const Pending& pending, const KvResult& result, double now);
+  void on_ending_reply(const Pending& pending, const KvResult& result, double now);
+  void on_kv_error(const Pending& pending, const KvError& error, double now);
+  void on_timer(double now);
+  void on_signal(int signal, double now);
+  void on_workers_stopped(double now);
+
+  // Joining (round_machine_join.cpp).
+  void begin_join(double now);
+  void check_config_reply(const std::string& stored);
+  void begin_dynamic_round(double now);
+  void join_round(uint64_t round, double now);
+  void join_replies_done(double now);
+  void act(const JoinAction& action, double now);
+  void become_late(int participants, double now);
+  void join_timed_out(int joined);
+  void begin_static_round(uint64_t round, double now);
+  void publish_assignments(const std::vector<std::optional<std::string>>& records,
+                           int64_t restarts);
+  void assignment_read(const std::string& text, double now);
+  void workers_store_known(std::string addr, uint16_t port, double now);
+
+  // Running (round_machine_watch.cpp).
+  void start_round(double now);
+  void watch_timer(double now);
+  void probe_answered(const KvLiveness& liveness, double now);
+  void suspect_loss();
+  void declare_loss(double now);
+  void read_round_state();
+  void round_state_read(double now);
+  void stop_workers(int signal, AfterStop after);
+  void reform(double now);
+
+  // Failures, success, ending (round_machine_end.cpp).
+  void report_failure(std::vector<WorkerFailure> failures);
+  void report_checks_done();
+  void publish_failure();
+  void decision_known(FailureDecision decision, double now);
+  void after_report(double now);
+  void enter_exit_barrier(double now);
+  void fail_job();
+  void close_job(int status, std::string reason, std::vector<WorkerFailure> failures);
+  void close_later_rounds();
+  void close_step_done(double now);
+  void leave(double now);
+  void leave_step_done();
+
+  MachineConfig config_;
+  RoundKeys keys_;
+  Phase phase_ = Phase::kIdle;
+  Workers workers_ = Workers::kNone;
+  AfterStop after_stop_ = AfterStop::kNothing;
+  uint64_t next_id_ = 1;
+  std::map<uint64_t, Pending> pending_;
+  std::vector<MachineEffect> effects_;
+
+  bool config_checked_ = false;
+  std::string mismatch_message_;
+  Join join_;
+  std::optional<Formed> current_;  // the round this node takes part in
+  // The closing node's reads for the assignment: the node records and the restart counter.
+  std::vector<std::optional<std::string>> records_;
+  int64_t restarts_read_ = 0;
+  std::optional<int> last_restart_count_;
+  Watch watch_;
+  RoundSignal signal_ = RoundSignal::kNone;  // once decided for the round, it stays
+  std::optional<Report> report_;
+  std::optional<int> stop_signal_;  // a handled signal that ends the agent
+  // Closing: what Finish says once the close steps are done.
+  int close_status_ = kExitSuccess;
+  std::string close_reason_;
+  std::vector<WorkerFailure> close_failures_;
+  int close_outstanding_ = 0;
+  std::optional<double> leave_deadline_s_;
+  int leave_outstanding_ = 0;
+};
+
+}  // namespace ddprun::rendezvous::round

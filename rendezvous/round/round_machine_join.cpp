@@ -1,0 +1,540 @@
+// Forming a round: the --nnodes check, c10d's join counter with last call and close, late and
+// waiting nodes, static's fixed ranks, rank assignment and the workers' store address.
+//
+// Dynamic join of round r, per node: read whether the job is closed, agree on the expected
+// count, take a slot from the join counter and publish the node record; then the join policy
+// decides (wait for the close, claim it, read the count). The closing node publishes every
+// node's assignment; each node reads its own. A node past the closed count is late: it counts
+// itself as waiting, wakes the round if it can grow, and joins the next round once this one
+// ends.
+
+#include <algorithm>
+#include <charconv>
+
+#include "rendezvous/round/reply.hpp"
+#include "rendezvous/round/round_machine.hpp"
+
+namespace ddprun::rendezvous::round {
+namespace {
+
+uint64_t parse_round(const std::optional<std::string>& text) {
+  uint64_t value = 0;
+  const std::string s = text.value_or("");
+  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
+  if (s.empty() || ec != std::errc{} || ptr != s.data() + s.size()) {
+    throw RendezvousError("malformed round number in the store: '" + s.substr(0, 64) + "'");
+  }
+  return value;
+}
+
+int parse_small_count(const std::string& text, const char* what) {
+  int value = 0;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || ec != std::errc{} || ptr != text.data() + text.size() || value < 0 ||
+      value > (1 << 20)) {
+    throw RendezvousError(std::string("malformed ") + what + " in the store");
+  }
+  return value;
+}
+
+template <class... Ts>
+struct Overloaded : Ts... {
+  using Ts::operator()...;
+};
+
+std::string seconds_text(double seconds) {
+  std::string text = std::to_string(seconds);
+  text.erase(text.find_last_not_of('0') + 1);
+  if (!text.empty() && text.back() == '.') {
+    text.pop_back();
+  }
+  return text;
+}
+
+}  // namespace
+
+void RoundMachine::begin_join(double now) {
+  if (!config_checked_) {
+    phase_ = elastic() ? Phase::kCheckingConfig : Phase::kStaticJoining;
+    if (elastic()) {
+      issue(Step::kConfigClaim, KvCompareSet{keys_.config(), std::nullopt,
+                                             nnodes_text(config_.self.min_nodes,
+                                                         config_.self.max_nodes)});
+    } else {
+      // Static rounds count restarts: round r is the job's r-th restart.
+      issue(Step::kStaticRound, KvAdd{keys_.restarts(), 0});
+    }
+    return;
+  }
+  if (elastic()) {
+    begin_dynamic_round(now);
+  } else {
+    begin_static_round(current_ ? current_->round + 1 : join_.round, now);
+  }
+}
+
+void RoundMachine::check_config_reply(const std::string& stored) {
+  const std::string mine = nnodes_text(config_.self.min_nodes, config_.self.max_nodes);
+  if (stored == mine) {
+    config_checked_ = true;
+    return;
+  }
+  mismatch_message_ = "agents disagree on --nnodes: " + config_.self.addr +
+                      (elastic() ? " (pid " + std::to_string(config_.self.pid) + ")"
+                                 : " (--node_rank " +
+                                       std::to_string(config_.self.rank_hint.value_or(0)) + ")") +
+                      " has --nnodes " + mine + " but the " + config_.where +
+                      " was started with --nnodes " + stored.substr(0, 64);
+  if (elastic()) {
+    // Fail the round now forming too, so nobody waits for a node that will never come.
+    issue(Step::kMismatchRound, KvCompareSet{keys_.round(), std::nullopt, "0"});
+    return;
+  }
+  // Node 0 waits for every slot's record: fill them with the error so it fails now, not after
+  // join_timeout.
+  int theirs = 0;
+  const auto colon = stored.find(':');
+  const std::string max_text = colon == std::string::npos ? stored : stored.substr(colon + 1);
+  std::from_chars(max_text.data(), max_text.data() + max_text.size(), theirs);
+  const int slots = std::clamp(std::max(theirs, config_.self.max_nodes), 1, 1 << 16);
+  auto record_keys = keys_.for_slots(slots, [&](int s) { return keys_.node(join_.round, s); });
+  const auto count = record_keys.size();
+  issue(Step::kMismatchStaticFill,
+        KvMultiSet{std::move(record_keys),
+                   std::vector<std::string>(count, "error " + mismatch_message_)});
+}
+
+void RoundMachine::begin_dynamic_round(double /*now*/) {
+  phase_ = Phase::kJoining;
+  join_.replies_outstanding = 1;
+  if (current_) {
+    const uint64_t p = current_->round;
+    // Releases the nodes that wait for this round to end (late arrivals, spares).
+    issue(Step::kReformSet, KvSet{keys_.reform(p), "1"});
+    issue(Step::kPrevLost, KvAdd{keys_.lost(p), 0});
+    issue(Step::kPrevWaiting, KvAdd{keys_.waiting(p), 0});
+    join_.replies_outstanding = 3;
+    issue(Step::kRoundClaim,
+          KvCompareSet{keys_.round(), std::to_string(p), std::to_string(p + 1)}, Group::kFlow,
+          static_cast<int64_t>(p));
+  } else {
+    issue(Step::kRoundClaim, KvCompareSet{keys_.round(), std::nullopt, "0"}, Group::kFlow, -1);
+  }
+}
+
+void RoundMachine::join_round(uint64_t round, double /*now*/) {
+  phase_ = Phase::kJoining;
+  join_.round = round;
+  join_.slot = 0;
+  join_.closed_by_me = false;
+  join_.job_closed = false;
+  join_.decisions.reset();
+  join_.replies_outstanding = 3;
+  issue(Step::kJobClosedCheck, KvGet{keys_.job_closed()});
+  if (join_.expected > 0) {
+    issue(Step::kExpectedClaim,
+          KvCompareSet{keys_.expected(round), std::nullopt, std::to_string(join_.expected)});
+  }
+  issue(Step::kJoinedAdd, KvAdd{keys_.joined(round), 1});
+  if (join_.expected == 0) {
+    issue(Step::kExpectedRead, KvGet{keys_.expected(round)});
+  }
+}
+
+void RoundMachine::join_replies_done(double now) {
+  if (join_.job_closed) {
+    if (join_.job_succeeded && !current_) {
+      // A spare that never took part (torchrun's graceful exit of a redundant node).
+      notice("job_closed", "the job finished before this node could join it");
+      finish(kExitSuccess, "the job finished without this node");
+      return;
+    }
+    throw RendezvousError(config_.where + " is closed: the job has ended");
+  }
+  JoinPolicy policy{config_.self.min_nodes, config_.self.max_nodes, join_.expected,
+                    config_.settings.last_call_timeout_s};
+  join_.decisions.emplace(policy, join_.deadline_s);
+  act(join_.decisions->on_joined(join_.slot, now), now);
+}
+
+void RoundMachine::act(const JoinAction& action, double now) {
+  const uint64_t r = join_.round;
+  std::visit(
+      Overloaded{
+          [&](const AwaitClose& a) {
+            issue(Step::kAwaitClose, KvWait{{keys_.closed(r)}, to_millis(a.until_s - now)});
+          },
+          [&](const CloseRound& c) {
+            // Claim with compare-and-set (exclusive), publish with set.
+            issue(Step::kCloseClaim,
+                  KvCompareSet{keys_.close_claim(r), std::nullopt, config_.self.nonce},
+                  Group::kFlow, c.participants);
+          },
+          [&](const ReadJoinedCount&) { issue(Step::kJoinedCount, KvAdd{keys_.joined(r), 0}); },
+          [&](const BecomeParticipant& p) {
+            phase_ = Phase::kForming;
+            current_ = Formed{r, p.slot, {}, {}, 0};
+            signal_ = RoundSignal::kNone;
+            const auto close_wait = to_millis(config_.settings.close_timeout_s);
+            if (join_.closed_by_me) {
+              issue(Step::kRecordsWait,
+                    KvWait{keys_.for_slots(p.participants,
+                                           [&](int s) { return keys_.node(r, s); }),
+                           close_wait},
+                    Group::kFlow, p.participants);
+            }
+            issue(Step::kAssignWait, KvWait{{keys_.assignment(r, p.slot)}, close_wait});
+          },
+          [&](const BecomeLate& l) { become_late(l.participants, now); },
+          [&](const JoinTimedOut&) { issue(Step::kTimeoutCount, KvAdd{keys_.joined(r), 0}); },
+      },
+      action);
+}
+
+void RoundMachine::become_late(int participants, double now) {
+  // The round closed without us: register as waiting, wake it if it can grow, then wait for
+  // its participants to leave it and try the next one.
+  phase_ = Phase::kLate;
+  const uint64_t r = join_.round;
+  issue(Step::kWaitingAdd, KvAdd{keys_.waiting(r), 1});
+  if (waiting_node_wakes_round(participants, config_.self.max_nodes)) {
+    auto wake_keys = keys_.for_slots(participants, [&](int s) { return keys_.wake(r, s); });
+    const auto count = wake_keys.size();
+    issue(Step::kWakeRound,
+          KvMultiSet{std::move(wake_keys), std::vector<std::string>(count, "waiting")});
+  }
+  issue(Step::kReformWait, KvWait{{keys_.reform(r)}, to_millis(join_.deadline_s - now)});
+}
+
+void RoundMachine::join_timed_out(int joined) {
+  throw RendezvousError(config_.where + ": timed out after " +
+                        seconds_text(config_.settings.join_timeout_s) +
+                        " s (join_timeout) waiting for " + std::to_string(config_.self.min_nodes) +
+                        " nodes to join round " + std::to_string(join_.round) + " (" +
+                        std::to_string(joined) + " joined)");
+}
+
+void RoundMachine::begin_static_round(uint64_t round, double now) {
+  phase_ = Phase::kStaticJoining;
+  join_.round = round;
+  const int rank = config_.self.rank_hint.value_or(0);
+  const int nodes = config_.self.max_nodes;  // torchrun: the static world is MAX nodes
+  const int slot = rank + 1;
+  join_.slot = slot;
+  NodeRecord record = config_.self;
+  record.rank_hint = rank;
+  issue(Step::kRecordSet, KvSet{keys_.node(round, slot), encode_node_record(record)});
+  const auto join_wait = to_millis(std::max(join_.deadline_s - now, 0.0));
+  if (rank == 0) {
+    issue(Step::kStaticRecordsWait,
+          KvWait{keys_.for_slots(nodes, [&](int s) { return keys_.node(round, s); }), join_wait},
+          Group::kFlow, nodes);
+  }
+  issue(Step::kAssignWait, KvWait{{keys_.assignment(round, slot)}, join_wait});
+}
+
+void RoundMachine::publish_assignments(const std::vector<std::optional<std::string>>& texts,
+                                       int64_t restarts) {
+  const uint64_t r = join_.round;
+  const int n = static_cast<int>(texts.size());
+  auto assign_keys = keys_.for_slots(n, [&](int s) { return keys_.assignment(r, s); });
+  std::vector<std::string> values;
+  try {
+    std::vector<NodeRecord> records;
+    records.reserve(texts.size());
+    for (std::size_t i = 0; i < texts.size(); ++i) {
+      if (!texts[i]) {
+        throw RendezvousError("the record of slot " + std::to_string(i + 1) + " of round " +
+                              std::to_string(r) + " vanished from the store");
+      }
+      records.push_back(decode_node_record(*texts[i], static_cast<int>(i) + 1));
+    }
+    const auto assignments = elastic()
+                                 ? assign_dynamic_ranks(records, static_cast<int>(restarts))
+                                 : assign_static_ranks(records, static_cast<int>(restarts));
+    for (const auto& a : assignments) {
+      values.push_back(encode_assignment(a));
+    }
+  } catch (const RendezvousError& error) {
+    // Every participant raises the same error instead of waiting for an assignment.
+    values.assign(assign_keys.size(), encode_assignment_error(error.what()));
+  }
+  issue(Step::kAssignPublish, KvMultiSet{std::move(assign_keys), std::move(values)});
+  if (!elastic()) {
+    issue(Step::kClosedSet, KvSet{keys_.closed(r), std::to_string(n)});
+  }
+}
+
+void RoundMachine::assignment_read(const std::string& text, double now) {
+  const Assignment assignment = decode_assignment(text);
+  if (!current_ || current_->round != join_.round) {
+    current_ = Formed{join_.round, join_.slot, {}, {}, 0};
+  }
+  current_->assignment = assignment;
+  phase_ = Phase::kForming;
+  if (!elastic()) {
+    workers_store_known(config_.static_master_addr, config_.static_master_port, now);
+  } else if (assignment.group_rank == 0) {
+    emit(HostWorkersStore{current_->round});
+  } else {
+    issue(Step::kMasterWait, KvWait{{keys_.master(current_->round)},
+                                    to_millis(config_.settings.close_timeout_s)});
+  }
+}
+
+void RoundMachine::workers_store_known(std::string addr, uint16_t port, double now) {
+  current_->master_addr = std::move(addr);
+  current_->master_port = port;
+  start_round(now);
+}
+
+void RoundMachine::on_reply(const Pending& pending, const KvResult& result, double now) {
+  const uint64_t r = join_.round;
+  switch (pending.step) {
+    // ---- the --nnodes check ----
+    case Step::kConfigClaim:
+      check_config_reply(value_of(result).value_or(""));
+      if (config_checked_) {
+        if (elastic()) {
+          begin_dynamic_round(now);
+        } else {
+          begin_static_round(join_.round, now);
+        }
+      }
+      return;
+    case Step::kMismatchRound: {
+      const uint64_t round = parse_round(value_of(result));
+      issue(Step::kMismatchCloseClaim,
+            KvCompareSet{keys_.close_claim(round), std::nullopt, config_.self.nonce}, Group::kFlow,
+            static_cast<int64_t>(round));
+      return;
+    }
+    case Step::kMismatchCloseClaim:
+      if (value_of(result) == config_.self.nonce) {
+        issue(Step::kMismatchClosed,
+              KvSet{keys_.closed(static_cast<uint64_t>(pending.aux)), "error " + mismatch_message_});
+        return;
+      }
+      throw RendezvousError(mismatch_message_);
+    case Step::kMismatchClosed:
+    case Step::kMismatchStaticFill:
+      throw RendezvousError(mismatch_message_);
+
+    // ---- dynamic join ----
+    case Step::kRoundClaim: {
+      uint64_t round = parse_round(value_of(result));
+      if (pending.aux >= 0) {
+        // The key was behind (it only ever moves forward for live rounds).
+        round = std::max(round, static_cast<uint64_t>(pending.aux) + 1);
+      }
+      join_.round = round;
+      break;
+    }
+    case Step::kPrevLost:
+      join_.prev_lost = static_cast<int>(std::clamp<int64_t>(counter_of(result), 0, 1 << 20));
+      break;
+    case Step::kPrevWaiting:
+      join_.prev_waiting = static_cast<int>(std::clamp<int64_t>(counter_of(result), 0, 1 << 20));
+      break;
+    case Step::kJobClosedCheck:
+      join_.job_closed = value_of(result).has_value();
+      join_.job_succeeded = value_of(result) == std::optional<std::string>("0");
+      break;
+    case Step::kExpectedClaim:
+      join_.expected = parse_small_count(value_of(result).value_or(""), "expected node count");
+      break;
+    case Step::kExpectedRead:
+      if (const auto& v = value_of(result)) {
+        join_.expected = parse_small_count(*v, "expected node count");
+      }
+      break;
+    case Step::kJoinedAdd:
+      join_.slot = static_cast<int>(std::clamp<int64_t>(counter_of(result), 1, 1 << 20));
+      issue(Step::kRecordSet, KvSet{keys_.node(r, join_.slot), encode_node_record(config_.self)});
+      break;
+    case Step::kAwaitClose:
+      if (ready_of(result)) {
+        issue(Step::kClosedRead, KvGet{keys_.closed(r)});
+      } else {
+        act(join_.decisions->on_wait_expired(now), now);
+      }
+      return;
+    case Step::kClosedRead: {
+      const std::string text = value_of(result).value_or("");
+      if (text.starts_with("error ")) {
+        throw RendezvousError(text.substr(6));
+      }
+      const int n = parse_small_count(text, "participant count");
+      if (n < 1 || n > config_.self.max_nodes) {
+        throw RendezvousError(config_.where + ": round " + std::to_string(r) + " closed with " +
+                              std::to_string(n) + " nodes, outside --nnodes " +
+                              nnodes_text(config_.self.min_nodes, config_.self.max_nodes));
+      }
+      act(join_.decisions->on_closed(n), now);
+      return;
+    }
+    case Step::kCloseClaim:
+      if (value_of(result) == config_.self.nonce) {
+        join_.closed_by_me = true;
+        issue(Step::kClosedSet, KvSet{keys_.closed(r), std::to_string(pending.aux)});
+        act(join_.decisions->on_closed(static_cast<int>(pending.aux)), now);
+      } else {
+        act(AwaitClose{join_.deadline_s}, now);
+      }
+      return;
+    case Step::kClosedSet:
+    case Step::kRecordSet:
+    case Step::kReformSet:
+    case Step::kWaitingAdd:
+    case Step::kWakeRound:
+    case Step::kAssignPublish:
+    case Step::kMasterSet:
+      return;
+    case Step::kJoinedCount:
+      act(join_.decisions->on_joined_count(
+              static_cast<int>(std::clamp<int64_t>(counter_of(result), 0, 1 << 20))),
+          now);
+      return;
+    case Step::kTimeoutCount:
+      join_timed_out(static_cast<int>(counter_of(result)));
+      return;
+    case Step::kReformWait:
+      if (!ready_of(result)) {
+        throw RendezvousError(config_.where + ": timed out after " +
+                              seconds_text(config_.settings.join_timeout_s) +
+                              " s (join_timeout) waiting as a spare for round " +
+                              std::to_string(r) + " to end");
+      }
+      issue(Step::kRoundAdvanceLate,
+            KvCompareSet{keys_.round(), std::to_string(r), std::to_string(r + 1)});
+      return;
+    case Step::kRoundAdvanceLate:
+      join_.expected = 0;
+      join_round(std::max(parse_round(value_of(result)), r + 1), now);
+      return;
+
+    // ---- static join ----
+    case Step::kStaticRound:
+      join_.round = static_cast<uint64_t>(std::max<int64_t>(counter_of(result), 0));
+      issue(Step::kConfigClaim, KvCompareSet{keys_.config(), std::nullopt,
+                                             nnodes_text(config_.self.min_nodes,
+                                                         config_.self.max_nodes)});
+      return;
+    case Step::kStaticRecordsWait: {
+      auto record_keys = keys_.for_slots(static_cast<int>(pending.aux),
+                                         [&](int s) { return keys_.node(r, s); });
+      if (ready_of(result)) {
+        issue(Step::kRecordsRead, KvMultiGet{std::move(record_keys)}, Group::kFlow, pending.aux);
+        issue(Step::kRestartsRead, KvAdd{keys_.restarts(), 0});
+        join_.replies_outstanding = 2;
+      } else {
+        issue(Step::kStaticCountPresent, KvMultiGet{std::move(record_keys)}, Group::kFlow,
+              pending.aux);
+      }
+      return;
+    }
+    case Step::kStaticCountPresent: {
+      const auto& values = values_of(result);
+      const auto present = std::count_if(values.begin(), values.end(),
+                                         [](const auto& v) { return v.has_value(); });
+      const std::string message =
+          config_.where + ": timed out after " + seconds_text(config_.settings.join_timeout_s) +
+          " s (join_timeout): " + std::to_string(present) + " of " + std::to_string(pending.aux) +
+          " nodes (--nnodes) joined";
+      auto assign_keys = keys_.for_slots(static_cast<int>(pending.aux),
+                                         [&](int s) { return keys_.assignment(r, s); });
+      const auto count = assign_keys.size();
+      issue(Step::kAssignPublish,
+            KvMultiSet{std::move(assign_keys),
+                       std::vector<std::string>(count, encode_assignment_error(message))});
+      throw RendezvousError(message);
+    }
+
+    // ---- assignment and the workers' store ----
+    case Step::kRecordsWait: {
+      const int n = static_cast<int>(pending.aux);
+      if (!ready_of(result)) {
+        const std::string message =
+            config_.where + ": a node took a slot in round " + std::to_string(r) +
+            " but did not publish its record within close_timeout";
+        auto assign_keys = keys_.for_slots(n, [&](int s) { return keys_.assignment(r, s); });
+        const auto count = assign_keys.size();
+        issue(Step::kAssignPublish,
+              KvMultiSet{std::move(assign_keys),
+                         std::vector<std::string>(count, encode_assignment_error(message))});
+        return;
+      }
+      issue(Step::kRecordsRead,
+            KvMultiGet{keys_.for_slots(n, [&](int s) { return keys_.node(r, s); })});
+      issue(Step::kRestartsRead, KvAdd{keys_.restarts(), 0});
+      join_.replies_outstanding = 2;
+      return;
+    }
+    case Step::kRecordsRead:
+      records_ = values_of(result);
+      if (--join_.replies_outstanding == 0) {
+        publish_assignments(records_, restarts_read_);
+      }
+      return;
+    case Step::kRestartsRead:
+      restarts_read_ = counter_of(result);
+      if (--join_.replies_outstanding == 0) {
+        publish_assignments(records_, restarts_read_);
+      }
+      return;
+    case Step::kAssignWait:
+      if (!ready_of(result)) {
+        throw RendezvousError(
+            config_.where + ": no rank assignment for round " + std::to_string(r) + " within " +
+            (elastic() ? seconds_text(config_.settings.close_timeout_s) + " s (close_timeout)"
+                       : seconds_text(config_.settings.join_timeout_s) + " s (join_timeout)"));
+      }
+      issue(Step::kAssignRead, KvGet{keys_.assignment(r, join_.slot)});
+      return;
+    case Step::kAssignRead:
+      assignment_read(value_of(result).value_or(""), now);
+      return;
+    case Step::kMasterWait:
+      if (!ready_of(result)) {
+        throw RendezvousError(config_.where + ": the round's rank 0 did not publish the workers' "
+                                              "store within close_timeout");
+      }
+      issue(Step::kMasterRead, KvGet{keys_.master(current_->round)});
+      return;
+    case Step::kMasterRead: {
+      const std::string text = value_of(result).value_or("");
+      const auto space = text.rfind(' ');
+      if (space == std::string::npos || space == 0 || text.size() > 2048) {
+        throw RendezvousError("malformed workers' store address in the store");
+      }
+      const int port = parse_small_count(text.substr(space + 1), "workers' store port");
+      if (port < 1 || port > 65535) {
+        throw RendezvousError("malformed workers' store port in the store");
+      }
+      workers_store_known(text.substr(0, space), static_cast<uint16_t>(port), now);
+      return;
+    }
+    default:
+      on_running_reply(pending, result, now);
+      return;
+  }
+  // Steps that count down the join's replies.
+  if (--join_.replies_outstanding > 0) {
+    return;
+  }
+  if (pending.step == Step::kRoundClaim || pending.step == Step::kPrevLost ||
+      pending.step == Step::kPrevWaiting) {
+    if (current_) {
+      join_.expected = next_round_expected_nodes(current_->assignment.group_world_size,
+                                                 join_.prev_lost, join_.prev_waiting,
+                                                 config_.self.max_nodes);
+    } else {
+      join_.expected = 0;
+    }
+    join_round(join_.round, now);
+    return;
+  }
+  join_replies_done(now);
+}
+
+}  // namespace ddprun::rendezvous::round

@@ -1,0 +1,262 @@
+// A running round: start the workers, beat this node's heartbeat, watch the next node's (a
+// ring, so O(N) store traffic in total), declare it lost when it stops, and react when any node
+// interrupts the round through this node's wake key (a failure, a loss, a node waiting to join,
+// a node leaving).
+
+#include <algorithm>
+
+#include "rendezvous/round/reply.hpp"
+#include "rendezvous/round/round_machine.hpp"
+
+namespace ddprun::rendezvous::round {
+
+namespace {
+constexpr int kSigterm = 15;
+}  // namespace
+
+void RoundMachine::start_round(double now) {
+  const Formed& f = *current_;
+  phase_ = Phase::kRunning;
+  workers_ = Workers::kRunning;
+  signal_ = RoundSignal::kNone;
+  report_.reset();
+  RoundInfo info;
+  info.round = f.round;
+  info.group_rank = f.assignment.group_rank;
+  info.group_world_size = f.assignment.group_world_size;
+  info.base_global_rank = f.assignment.base_global_rank;
+  info.world_size = f.assignment.world_size;
+  info.restart_count = f.assignment.restart_count;
+  info.master_addr = f.master_addr;
+  info.master_port = f.master_port;
+  info.run_id = config_.run_id;
+  if (last_restart_count_ && info.restart_count > *last_restart_count_) {
+    const int left = std::max(config_.max_restarts - info.restart_count, 0);
+    notice("restart", "restarting the worker group: restart " +
+                          std::to_string(info.restart_count) + " of " +
+                          std::to_string(config_.max_restarts) + " (" + std::to_string(left) +
+                          " left)");
+  }
+  last_restart_count_ = info.restart_count;
+  emit(StartWorkers{info});
+
+  watch_ = Watch{};
+  watch_.last_answer_s = now;
+  const int n = f.assignment.group_world_size;
+  if (n == 1 && config_.self.max_nodes == 1) {
+    return;  // alone and full: nothing can interrupt this round but this node itself
+  }
+  issue(Step::kWakeWait,
+        KvWait{{keys_.wake(f.round, f.slot)}, to_millis(config_.wake_wait_s)}, Group::kWatch);
+  if (elastic() && n > 1) {
+    watch_.heartbeats = true;
+    const auto& s = config_.settings;
+    watch_.monitor.emplace(s.keep_alive_interval_s, s.keep_alive_max_attempt, now);
+    watch_.next_beat_s = now;
+    watch_.next_probe_s = now + watch_.monitor->check_period_s();
+    watch_timer(now);
+  }
+}
+
+void RoundMachine::watch_timer(double now) {
+  const Formed& f = *current_;
+  if (watch_.heartbeats) {
+    if (now >= watch_.next_beat_s) {
+      if (!watch_.beat_outstanding) {
+        issue(Step::kBeat, KvBeat{keys_.heartbeat(f.round, f.slot)}, Group::kWatch);
+        watch_.beat_outstanding = true;
+      }
+      watch_.next_beat_s = now + config_.settings.keep_alive_interval_s;
+    }
+    if (watch_.monitor && !watch_.declared_loss && now >= watch_.next_probe_s) {
+      if (!watch_.probe_outstanding) {
+        issue(Step::kProbe, KvProbe{keys_.heartbeat(f.round, f.assignment.neighbor_slot)},
+              Group::kWatch);
+        watch_.probe_outstanding = true;
+      }
+      watch_.next_probe_s = now + watch_.monitor->check_period_s();
+    }
+  }
+  if (watch_.repoll_s && now >= *watch_.repoll_s) {
+    watch_.repoll_s.reset();
+    read_round_state();
+  }
+}
+
+void RoundMachine::probe_answered(const KvLiveness& liveness, double now) {
+  watch_.probe_outstanding = false;
+  if (!watch_.monitor || watch_.declared_loss) {
+    return;
+  }
+  bool lost = false;
+  if (liveness.gone && watch_.neighbor_seen) {
+    lost = true;  // its lease expired: the store itself says it is gone
+  } else {
+    watch_.neighbor_seen = watch_.neighbor_seen || !liveness.gone;
+    lost = watch_.monitor->observe(liveness.gone ? -1 : liveness.counter, now);
+  }
+  if (lost) {
+    suspect_loss();
+  }
+}
+
+void RoundMachine::suspect_loss() {
+  // Stop probing; first see whether the silent node finished its workers and left: that is no
+  // loss, and must not interrupt workers that still run here.
+  watch_.declared_loss = true;
+  issue(Step::kLossCheckExit, KvAdd{keys_.exit_count(current_->round), 0}, Group::kWatch);
+}
+
+void RoundMachine::declare_loss(double /*now*/) {
+  const Formed& f = *current_;
+  const uint64_t r = f.round;
+  const int n = f.assignment.group_world_size;
+  // Count first, then wake: whoever wakes reads the counter.
+  issue(Step::kLostAdd, KvAdd{keys_.lost(r), 1}, Group::kWatch);
+  // The lost node will never leave by itself: count it, so the store's host does not wait for
+  // it at the end.
+  issue(Step::kLeftAddForLost, KvAdd{keys_.left(r), 1}, Group::kWatch);
+  auto interrupt = keys_.for_slots(n, [&](int s) { return keys_.wake(r, s); });
+  interrupt.push_back(keys_.exit_done(r));  // nobody waits for the lost node in the barrier
+  const auto count = interrupt.size();
+  issue(Step::kInterrupt, KvMultiSet{std::move(interrupt), std::vector<std::string>(count, "interrupted")},
+        Group::kWatch);
+  issue(Step::kLostRecordRead, KvGet{keys_.node(r, f.assignment.neighbor_slot)}, Group::kWatch);
+}
+
+void RoundMachine::read_round_state() {
+  const uint64_t r = current_->round;
+  watch_.reading_state = true;
+  watch_.state_replies = 3;
+  watch_.seen = WakeObservation{};
+  issue(Step::kStateFailed, KvGet{keys_.failed(r)}, Group::kWatch);
+  issue(Step::kStateLost, KvAdd{keys_.lost(r), 0}, Group::kWatch);
+  issue(Step::kStateWaiting, KvAdd{keys_.waiting(r), 0}, Group::kWatch);
+}
+
+void RoundMachine::round_state_read(double now) {
+  watch_.reading_state = false;
+  watch_.seen.participants = participants();
+  watch_.seen.max_nodes = config_.self.max_nodes;
+  const RoundSignal decided = decide_round_signal(watch_.seen);
+  if (decided == RoundSignal::kNone) {
+    // Nothing to act on yet (the wake-up raced the state it announces): look again shortly.
+    watch_.repoll_s = now + config_.settings.keep_alive_interval_s;
+    return;
+  }
+  // Local worker state comes first: a local failure being reported, or workers that already
+  // succeeded (the exit barrier), decide for themselves.
+  if (phase_ != Phase::kRunning || workers_ != Workers::kRunning || report_ ||
+      signal_ != RoundSignal::kNone) {
+    return;
+  }
+  signal_ = decided;
+  switch (decided) {
+    case RoundSignal::kMembershipChange:
+      notice("membership_change",
+             "re-forming the round: " +
+                 (watch_.seen.lost_nodes > 0
+                      ? std::to_string(watch_.seen.lost_nodes) + " node(s) lost or left"
+                      : std::to_string(watch_.seen.waiting_nodes) + " node(s) waiting to join"));
+      stop_workers(kSigterm, AfterStop::kReform);
+      return;
+    case RoundSignal::kRestartRequested:
+      notice("restart", "workers failed on another node: stopping the worker group to restart");
+      stop_workers(kSigterm, AfterStop::kReform);
+      return;
+    case RoundSignal::kJobFailed:
+      notice("job_failed", "workers failed on another node and no restarts are left: stopping");
+      stop_workers(kSigterm, AfterStop::kFailJob);
+      return;
+    case RoundSignal::kNone:
+      return;
+  }
+}
+
+void RoundMachine::stop_workers(int signal, AfterStop after) {
+  workers_ = Workers::kStopping;
+  after_stop_ = after;
+  emit(StopWorkers{signal});
+}
+
+void RoundMachine::reform(double now) {
+  cancel_group(Group::kWatch);
+  cancel_group(Group::kReport);
+  report_.reset();
+  watch_ = Watch{};
+  join_.deadline_s = now + config_.settings.join_timeout_s;
+  begin_join(now);
+}
+
+void RoundMachine::on_running_reply(const Pending& pending, const KvResult& result, double now) {
+  switch (pending.step) {
+    case Step::kBeat:
+      watch_.beat_outstanding = false;
+      return;
+    case Step::kProbe:
+      probe_answered(answer_as<KvLiveness>(result, "a heartbeat probe"), now);
+      return;
+    case Step::kLossCheckExit:
+      if (counter_of(result) > 0) {
+        notice("node_left", "the next node of the ring finished its workers and left");
+      } else {
+        declare_loss(now);
+      }
+      return;
+    case Step::kLostAdd:
+    case Step::kInterrupt:
+    case Step::kAllLeftSetForLost:
+      return;
+    case Step::kLeftAddForLost:
+      if (counter_of(result) >= current_->assignment.group_world_size) {
+        issue(Step::kAllLeftSetForLost, KvSet{keys_.all_left(current_->round), "1"}, Group::kWatch);
+      }
+      return;
+    case Step::kLostRecordRead: {
+      const int slot = current_->assignment.neighbor_slot;
+      std::string who = "in slot " + std::to_string(slot);
+      if (const auto& text = value_of(result)) {
+        try {
+          who = decode_node_record(*text, slot).addr;
+        } catch (const RendezvousError&) {
+          // The record is only for the message.
+        }
+      }
+      notice("node_lost", "node " + who + " stopped beating its heartbeat for " +
+                              std::to_string(static_cast<int>(
+                                  config_.settings.keep_alive_interval_s *
+                                  config_.settings.keep_alive_max_attempt)) +
+                              " s: declared lost");
+      return;
+    }
+    case Step::kWakeWait:
+      if (ready_of(result)) {
+        read_round_state();
+      } else {
+        issue(Step::kWakeWait,
+              KvWait{{keys_.wake(current_->round, current_->slot)},
+                     to_millis(config_.wake_wait_s)},
+              Group::kWatch);
+      }
+      return;
+    case Step::kStateFailed:
+      if (const auto& text = value_of(result)) {
+        watch_.seen.failure = parse_failure_decision(*text);
+      }
+      break;
+    case Step::kStateLost:
+      watch_.seen.lost_nodes = counter_of(result);
+      break;
+    case Step::kStateWaiting:
+      watch_.seen.waiting_nodes = counter_of(result);
+      break;
+    default:
+      on_ending_reply(pending, result, now);
+      return;
+  }
+  if (--watch_.state_replies == 0) {
+    round_state_read(now);
+  }
+}
+
+}  // namespace ddprun::rendezvous::round

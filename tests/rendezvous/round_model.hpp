@@ -1,0 +1,125 @@
+#pragma once
+// A model of several nodes' round machines against one simulated store, for exhaustive
+// exploration: every interleaving of the nodes' store ops, timer firings, worker events and
+// injected faults (crashes, worker failures, signals, late joins), with the time advancing only
+// when nothing else can happen (ops are fast next to timeouts). Worlds are values: the explorer
+// copies one per branch and merges worlds with equal digests.
+//
+// The store has TCPStore semantics (kv_ops.hpp). Each node's non-wait ops run in the order it
+// issued them, one at a time, atomically; each wait completes on its own once its keys exist or
+// its timeout passes. A crashed node's queued ops are lost (an op that already ran stays run).
+
+#include <algorithm>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <unordered_set>
+#include <variant>
+#include <vector>
+
+#include "rendezvous/round/round_machine.hpp"
+
+namespace ddprun::rendezvous::round::model {
+
+struct Scenario {
+  std::string name;
+  RoundMode mode = RoundMode::kDynamic;
+  int nodes = 2;
+  int min_nodes = 2;
+  int max_nodes = 2;
+  int nproc = 1;
+  int max_restarts = 1;
+  std::set<int> late;  // nodes that start only when the explorer chooses (any time)
+  int crashes = 0;     // fault budgets, over the whole run
+  int failures = 0;
+  int signals = 0;
+  // Nodes allowed to crash / fail / be signalled (empty: any).
+  std::set<int> faulty;
+  double horizon_s = 300;
+  // Workers end (succeed or fail) within this long of their start, and late nodes start by
+  // late_by_s: the clock does not pass these points before the environment acts, which keeps
+  // the explored time short without losing an ordering of events.
+  double work_s = 2;
+  double late_by_s = 12;
+  // Environment events (worker outcomes, faults, late starts) only when no store op or due
+  // timer is pending, instead of between any two ops: for the larger worlds.
+  bool env_at_quiescence = false;
+  std::size_t max_states = 3'000'000;
+};
+
+struct WaitOp {
+  uint64_t id = 0;
+  std::vector<std::string> keys;
+  double deadline_s = 0;
+};
+
+struct SimNode {
+  std::optional<RoundMachine> machine;
+  bool started = false;
+  bool crashed = false;
+  std::vector<IssueKv> queue;  // non-wait ops, in issue order
+  std::vector<WaitOp> waits;
+  enum class Workers { kNone, kRunning, kStopping } workers = Workers::kNone;
+  std::optional<RoundInfo> running;  // the round whose workers run
+  double running_since_s = 0;
+  std::optional<Finish> finish;
+  std::set<uint64_t> rounds_started;
+  bool hosting_requested = false;
+};
+
+// What a run did, checked by the invariants.
+struct RoundRecord {
+  int group_world_size = 0;
+  int world_size = 0;
+  int restart_count = -1;
+  std::map<int, int> node_of_group_rank;
+  std::map<int, int> base_of_group_rank;
+};
+
+class World {
+ public:
+  explicit World(const Scenario& scenario);
+
+  // Every action possible now; each returns a new world when applied.
+  std::vector<std::function<void(World&)>> actions() const;
+  // "" when every invariant holds, else what broke.
+  std::string violated() const;
+  // At a state with no action left: "" when every live node finished as it should.
+  std::string terminal_problem() const;
+  uint64_t digest() const;
+  std::string trace() const;
+
+  const Scenario& scenario() const { return *scenario_; }
+
+ private:
+  void absorb(int node);  // carries out the node's effects
+  void deliver(int node, const MachineEvent& event);
+  KvResult execute(const KvOp& op);
+  bool keys_exist(const std::vector<std::string>& keys) const;
+  std::optional<double> next_time() const;
+
+  const Scenario* scenario_;
+  double now_ = 0;
+  std::map<std::string, std::string> store_;
+  std::map<std::string, int> writes_;  // per key, how often it was written
+  std::vector<SimNode> nodes_;
+  int crashes_left_ = 0;
+  int failures_left_ = 0;
+  int signals_left_ = 0;
+  std::map<uint64_t, RoundRecord> rounds_;
+  std::vector<std::string> log_;
+  std::string problem_;
+};
+
+struct ExploreResult {
+  std::size_t states = 0;
+  std::size_t terminals = 0;
+  std::string failure;  // "" when everything held
+};
+
+ExploreResult explore(const Scenario& scenario);
+
+}  // namespace ddprun::rendezvous::round::model
