@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <deque>
 #include <set>
+#include <stdexcept>
 #include <unordered_map>
 #include <utility>
 #include <variant>
@@ -94,6 +95,23 @@ std::string describe_address(const std::string& host, uint16_t port) {
     return "[" + host + "]:" + std::to_string(port);
   }
   return host + ":" + std::to_string(port);
+}
+
+// Options as given, or std::invalid_argument naming the one that cannot work.
+StoreKvOptions validated(StoreKvOptions options) {
+  const auto require = [](bool holds, const std::string& what) {
+    if (!holds) {
+      throw std::invalid_argument("store backend: " + what);
+    }
+  };
+  require(!options.host.empty(), "no store host");
+  require(options.port != 0, "no store port");
+  require(options.op_timeout.count() > 0, "the operation timeout must be positive");
+  require(options.connect_timeout.count() >= 0 && options.reconnect_timeout.count() >= 0,
+          "connect timeouts cannot be negative");
+  require(options.max_reply_bytes > 0, "max_reply_bytes must be positive");
+  require(options.max_wait_connections > 0, "max_wait_connections must be positive");
+  return options;
 }
 
 // Why the store cannot carry an op as given, if it cannot.
@@ -851,7 +869,7 @@ void StoreKv::Core::maybe_closed() {
 // ---- StoreKv ----
 
 StoreKv::StoreKv(boost::asio::io_context& io, StoreKvOptions options)
-    : core_(std::make_shared<Core>(io, std::move(options))) {}
+    : core_(std::make_shared<Core>(io, validated(std::move(options)))) {}
 
 StoreKv::~StoreKv() {
   core_->abandon();

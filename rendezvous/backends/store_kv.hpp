@@ -71,6 +71,7 @@ struct StoreKvOptions {
   // network is a protocol violation, noticed before anything is allocated for it.
   std::size_t max_reply_bytes = std::size_t{64} * 1024 * 1024;
   // Put in front of every key on the wire, to keep several rendezvous apart in one store.
+  // (PyTorch's TCPStore client puts "/" in front of its keys: a Python peer's key "k" is "/k".)
   std::string key_prefix;
   // Waits in progress at once; more wait for a connection to become free.
   std::size_t max_wait_connections = 16;
@@ -80,6 +81,8 @@ struct StoreKvOptions {
 
 class StoreKv final : public KvBackend {
  public:
+  // Connects lazily, at the first op. Throws std::invalid_argument for options that cannot
+  // work (no host or port, a timeout or limit of zero).
   StoreKv(boost::asio::io_context& io, StoreKvOptions options);
   StoreKv(const StoreKv&) = delete;
   StoreKv& operator=(const StoreKv&) = delete;

@@ -24,11 +24,13 @@ constexpr double kBackoffFactor = 1.5;
 constexpr double kJitterLow = 0.5;
 constexpr double kJitterHigh = 1.5;
 
-// A G0 server reads G2's opening as a SET whose u64 key length spans the VALIDATE magic, the
-// PING opcode and the nonce's low three bytes. Bit 23 of the nonce is that length's top bit, so
-// the length is at least 2^63: the server fails at once rather than allocate or wait.
+// G2's openings as a G0 server reads them: opcode 0 is SET, and the next 8 bytes its key
+// length, whose low four bytes are VALIDATE's magic and whose top three bytes come from what
+// follows it. PING: the nonce's low three bytes, so bit 23 of the nonce makes the length at
+// least 2^63. Without PING: three more GETNUMKEYS (opcode 7), making it at least 2^56.
 constexpr uint32_t kNonceMask = 0x007FFFFFu;
 constexpr uint32_t kNonceTopBit = 0x00800000u;
+constexpr std::size_t kCountsInOpening = 4;
 
 uint32_t make_nonce() {
   return (static_cast<uint32_t>(::getpid()) & kNonceMask) | kNonceTopBit;
@@ -45,8 +47,8 @@ struct StoreKvDialer::Attempt {
   boost::asio::steady_timer backoff_timer;
   Milliseconds backoff = kFirstBackoff;
   std::shared_ptr<StoreKvConnection> connection;
-  // G2's opening was dropped and the generation is unknown: trying G0 before backing off.
-  bool probing_g0 = false;
+  // The opening to try next while the server's generation is unknown.
+  Opening opening = Opening::g2_with_ping;
   bool abandoned = false;  // finished or abandoned: no callback runs any more
 };
 
@@ -125,11 +127,19 @@ void StoreKvDialer::try_connect(const std::shared_ptr<Attempt>& attempt) {
                                });
 }
 
+std::optional<store::WireGeneration> StoreKvDialer::generation() const {
+  if (!opening_) {
+    return std::nullopt;
+  }
+  return *opening_ == Opening::g0 ? store::WireGeneration::g0 : store::WireGeneration::g2;
+}
+
 void StoreKvDialer::handshake(const std::shared_ptr<Attempt>& attempt) {
-  const auto generation = generation_.value_or(attempt->probing_g0 ? store::WireGeneration::g0
-                                                                   : store::WireGeneration::g2);
-  const StoreKvRequests requests(generation);
-  auto on_reply = [this, attempt, requests](Outcome& outcome, std::optional<uint32_t> nonce) {
+  const Opening opening = opening_.value_or(attempt->opening);
+  const StoreKvRequests requests(opening == Opening::g0 ? store::WireGeneration::g0
+                                                        : store::WireGeneration::g2);
+  auto on_reply = [this, attempt, opening, requests](Outcome& outcome,
+                                                     std::optional<uint32_t> nonce) {
     if (attempt->abandoned) {
       return;
     }
@@ -143,36 +153,62 @@ void StoreKvDialer::handshake(const std::shared_ptr<Attempt>& attempt) {
              Failure{KvErrorKind::kProtocol, "the server answered PING with a different nonce"});
       return;
     }
-    generation_ = requests.generation();
-    attempt->probing_g0 = false;
+    opening_ = opening;
     attempt->connection->set_fence(requests.fence());
     finish(attempt, attempt->connection, std::nullopt);
   };
-  if (generation == store::WireGeneration::g2) {
-    const uint32_t nonce = make_nonce();
-    attempt->connection->send(StoreKvRequests::validate_and_ping(nonce), ReplyShape::echo,
-                              "the handshake (VALIDATE, PING)",
-                              [on_reply, nonce](Outcome& outcome) { on_reply(outcome, nonce); });
-  } else {
-    attempt->connection->send(requests.fence(), ReplyShape::check, "the handshake (CHECK)",
-                              [on_reply](Outcome& outcome) { on_reply(outcome, std::nullopt); });
+  auto& connection = *attempt->connection;
+  switch (opening) {
+    case Opening::g2_with_ping: {
+      const uint32_t nonce = make_nonce();
+      connection.send(StoreKvRequests::validate_and_ping(nonce), ReplyShape::echo,
+                      "the handshake (VALIDATE, PING)",
+                      [on_reply, nonce](Outcome& outcome) { on_reply(outcome, nonce); });
+      return;
+    }
+    case Opening::g2_without_ping:
+      connection.send(StoreKvRequests::validate_and_count(kCountsInOpening), ReplyShape::integer,
+                      "the handshake (VALIDATE, GETNUMKEYS)", [](Outcome&) {});
+      for (std::size_t i = 1; i < kCountsInOpening; ++i) {
+        // The last count's handler speaks for all four.
+        connection.send(
+            "", ReplyShape::integer, "the handshake (GETNUMKEYS)",
+            i + 1 < kCountsInOpening
+                ? StoreKvConnection::ReplyHandler([](Outcome&) {})
+                : [on_reply](Outcome& outcome) { on_reply(outcome, std::nullopt); });
+      }
+      return;
+    case Opening::g0:
+      connection.send(requests.fence(), ReplyShape::check, "the handshake (CHECK)",
+                      [on_reply](Outcome& outcome) { on_reply(outcome, std::nullopt); });
+      return;
   }
 }
 
 void StoreKvDialer::on_handshake_failed(const std::shared_ptr<Attempt>& attempt,
                                         const Failure& failure) {
   attempt->connection.reset();  // already closed by its failure
-  if (!generation_ && !attempt->probing_g0 && failure.kind == KvErrorKind::kUnreachable) {
-    // Dropped right after G2's opening: perhaps a PyTorch <= 2.0 server. Try G0 at once.
-    attempt->probing_g0 = true;
-    try_connect(attempt);
+  if (!opening_) {
+    const bool dropped = failure.kind == KvErrorKind::kUnreachable;
+    if (attempt->opening == Opening::g2_with_ping && !dropped) {
+      // It took the connection but neither answered nor dropped it: a hung server.
+      finish(attempt, nullptr,
+             Failure{failure.kind, "the server accepted the connection, then: " + failure.reason});
+      return;
+    }
+    if (attempt->opening != Opening::g0) {
+      // Dropped: perhaps an older server. Try the next opening at once.
+      attempt->opening =
+          attempt->opening == Opening::g2_with_ping ? Opening::g2_without_ping : Opening::g0;
+      try_connect(attempt);
+      return;
+    }
+    // No opening worked (a server going down drops every one): start over after the backoff.
+    attempt->opening = Opening::g2_with_ping;
+    retry_later(attempt, failure.reason);
     return;
   }
-  // A G0 probe that goes unanswered may have met a G2 server that ignores a first message
-  // without VALIDATE: start over with G2 after the backoff.
-  const bool probe_failed = attempt->probing_g0 && !generation_;
-  attempt->probing_g0 = false;
-  if (failure.kind == KvErrorKind::kUnreachable || probe_failed) {
+  if (failure.kind == KvErrorKind::kUnreachable) {
     retry_later(attempt, failure.reason);
     return;
   }

@@ -3,11 +3,16 @@
 // the conversation in the wire generation the server speaks, retrying failed attempts with
 // jittered exponential backoff until a deadline.
 //
-// Generation: the first attempt speaks G2 (VALIDATE, then PING with a nonce the server
-// echoes), as PyTorch >= 2.2 does. A PyTorch <= 2.0 server (G0) reads those bytes as a SET
-// whose key length is at least 2^63 (the nonce is chosen so) and drops the connection; the
-// dialer then tries G0 on a fresh connection, checked with a CHECK of no keys. Whichever
-// worked is remembered and spoken on every later connection.
+// Generation: until one opening worked, three are tried in turn on fresh connections, each
+// only after the server dropped the one before:
+//   1. G2 with PING (PyTorch >= 2.5, ours): VALIDATE, then PING with a nonce to echo.
+//   2. G2 without PING (PyTorch 2.2 to 2.4 drop a PING): VALIDATE, then GETNUMKEYS.
+//   3. G0 (PyTorch <= 2.0; 2.1's G1 numbers every opcode StoreKv uses in G0 the same): a CHECK
+//      of no keys.
+// A G0 server reads either G2 opening as a SET whose u64 key length spans the VALIDATE magic
+// and the bytes after it; both openings make that length at least 2^56, so the server fails
+// at once instead of allocating or waiting for the bytes. Whichever opening worked is
+// remembered and used for every later connection.
 //
 // Threading: one io_context thread; the dial callback never runs inside dial(). A host name
 // that is not an address literal is resolved synchronously (getaddrinfo), as Asio's
@@ -56,13 +61,14 @@ class StoreKvDialer {
   void dial(std::chrono::milliseconds budget, Done done);
 
   // The generation the server speaks, once a handshake succeeded.
-  std::optional<store::WireGeneration> generation() const { return generation_; }
+  std::optional<store::WireGeneration> generation() const;
 
   // Stops every attempt; no done callback runs afterwards.
   void abandon();
 
  private:
   struct Attempt;
+  enum class Opening : uint8_t { g2_with_ping, g2_without_ping, g0 };
 
   void try_connect(const std::shared_ptr<Attempt>& attempt);
   void handshake(const std::shared_ptr<Attempt>& attempt);
@@ -74,7 +80,7 @@ class StoreKvDialer {
 
   boost::asio::io_context& io_;
   Settings settings_;
-  std::optional<store::WireGeneration> generation_;
+  std::optional<Opening> opening_;  // the one that worked
   std::mt19937 jitter_;
   std::set<std::shared_ptr<Attempt>> attempts_;
 };

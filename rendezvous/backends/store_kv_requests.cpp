@@ -118,4 +118,15 @@ std::string StoreKvRequests::validate_and_ping(uint32_t nonce) {
   return request;
 }
 
+std::string StoreKvRequests::validate_and_count(std::size_t counts) {
+  const StoreKvRequests g2(store::WireGeneration::g2);
+  std::string request;
+  wire::append_u8(request, g2.opcode(Command::validate));
+  wire::append_u32(request, store::kValidationMagic);
+  for (std::size_t i = 0; i < counts; ++i) {
+    wire::append_u8(request, g2.opcode(Command::get_num_keys));
+  }
+  return request;
+}
+
 }  // namespace ddprun::rendezvous::backends

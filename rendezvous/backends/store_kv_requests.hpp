@@ -3,6 +3,7 @@
 // G2: 2.2+ and our server). Pure encoding: no I/O, no state beyond the generation.
 // See shared/reference/tcpstore_protocol.md §3-§4 for the layouts.
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -38,6 +39,9 @@ class StoreKvRequests {
   std::string fence() const { return check({}); }
   // G2's opening: VALIDATE, then PING with a nonce the server echoes.
   static std::string validate_and_ping(uint32_t nonce);
+  // G2's opening for servers without PING (PyTorch 2.2 to 2.4): VALIDATE, then `counts`
+  // GETNUMKEYS.
+  static std::string validate_and_count(std::size_t counts);
 
  private:
   uint8_t opcode(store::Command command) const;

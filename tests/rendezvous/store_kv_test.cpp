@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <array>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdlib>
@@ -347,6 +348,73 @@ class HugeLengthServer {
   std::string reply_;
 };
 
+// PyTorch 2.2 to 2.4's server as far as the opening goes: it speaks G2 but has no PING, so it
+// drops a connection that sends one; it answers VALIDATE's GETNUMKEYS, then every later read
+// (one ADD) with 42.
+class ServerWithoutPing {
+ public:
+  explicit ServerWithoutPing(boost::asio::io_context& io)
+      : acceptor_(io, {boost::asio::ip::make_address("127.0.0.1"), 0}) {
+    accept();
+  }
+  uint16_t port() const { return acceptor_.local_endpoint().port(); }
+  int connections() const { return connections_; }
+
+ private:
+  static constexpr std::size_t kValidateBytes = 5;
+  static constexpr std::size_t kOpeningBytes = kValidateBytes + 4;  // + 4 x GETNUMKEYS
+  static constexpr char kPing = 13;
+  struct Session {
+    explicit Session(boost::asio::ip::tcp::socket s) : socket(std::move(s)) {}
+    boost::asio::ip::tcp::socket socket;
+    std::array<char, 4096> chunk{};
+    std::string input;
+    bool opened = false;
+  };
+
+  void accept() {
+    acceptor_.async_accept(
+        [this](const boost::system::error_code& error, boost::asio::ip::tcp::socket socket) {
+          if (error) {
+            return;
+          }
+          ++connections_;
+          read(std::make_shared<Session>(std::move(socket)));
+          accept();
+        });
+  }
+  void read(const std::shared_ptr<Session>& session) {
+    session->socket.async_read_some(
+        boost::asio::buffer(session->chunk),
+        [this, session](const boost::system::error_code& error, std::size_t received) {
+          if (error) {
+            return;
+          }
+          session->input.append(session->chunk.data(), received);
+          if (!session->opened) {
+            if (session->input.size() > kValidateBytes && session->input[kValidateBytes] == kPing) {
+              return;  // the session, and its socket, end here
+            }
+            if (session->input.size() >= kOpeningBytes) {
+              session->opened = true;
+              session->input.erase(0, kOpeningBytes);
+              boost::asio::write(session->socket, boost::asio::buffer(std::string(4 * 8, '\0')));
+            }
+          }
+          if (session->opened && !session->input.empty()) {
+            session->input.clear();
+            std::string answer;
+            ddprun::rendezvous::wire::append_i64(answer, 42);
+            boost::asio::write(session->socket, boost::asio::buffer(answer));
+          }
+          read(session);
+        });
+  }
+
+  boost::asio::ip::tcp::acceptor acceptor_;
+  int connections_ = 0;
+};
+
 long max_rss_kib() {
   rusage usage{};
   ::getrusage(RUSAGE_SELF, &usage);
@@ -385,6 +453,30 @@ TEST_CASE("every op against PyTorch 2.x's TCPStore servers (G2)", "[store_kv]") 
     INFO("PyTorch's " << backend << " server");
     exercise_every_op(port, WireGeneration::g2);
   }
+}
+
+TEST_CASE("a G2 server without PING (PyTorch 2.2 to 2.4) gets the opening without it",
+          "[store_kv]") {
+  Loop loop;
+  ServerWithoutPing server(loop.io);
+  Client client(loop, options_for(server.port()));
+  CHECK(expect<kv::KvCounter>(client.call(kv::KvAdd{"counter", 1})).value == 42);
+  CHECK(client.kv().generation() == WireGeneration::g2);
+  CHECK(server.connections() == 2);
+}
+
+TEST_CASE("key_prefix goes in front of every key on the wire", "[store_kv]") {
+  const auto server = start_server();
+  Loop loop;
+  auto options = options_for(server->port());
+  options.key_prefix = "/run1/";
+  Client prefixed(loop, options);
+  Client plain(loop, options_for(server->port()));
+  expect<kv::KvDone>(prefixed.call(kv::KvMultiSet{{"a", "b"}, {"1", "2"}}));
+  CHECK(expect<kv::KvCounter>(prefixed.call(kv::KvAdd{"c", 3})).value == 3);
+  CHECK(expect<kv::KvValues>(plain.call(kv::KvMultiGet{{"/run1/a", "/run1/b", "/run1/c", "a"}}))
+            .values == std::vector<Value>{"1", "2", "3", std::nullopt});
+  CHECK(expect<kv::KvReady>(prefixed.call(kv::KvWait{{"a", "c"}, 10s})).ready);
 }
 
 TEST_CASE("10,000 adds in flight at once, answered in order on one connection", "[store_kv]") {
@@ -493,14 +585,14 @@ TEST_CASE("a store that never answers: kUnresponsive after op_timeout", "[store_
     StoreDaemon store;
     Loop loop;
     auto options = options_for(store.port);
-    options.op_timeout = 300ms;
+    options.op_timeout = 2s;  // once resumed, the store answers well within it
     Client client(loop, options);
     expect<kv::KvDone>(client.call(kv::KvSet{"present", "1"}));
     store.process.signal(SIGSTOP);
     await_stopped(store.process.pid());
     const auto error =
         expect_error(client.call(kv::KvGet{"present"}), kv::KvErrorKind::kUnresponsive);
-    CHECK_THAT(error.message, Catch::Contains("no answer to GET 'present' within 300 ms"));
+    CHECK_THAT(error.message, Catch::Contains("no answer to GET 'present' within 2000 ms"));
     store.process.signal(SIGCONT);
     CHECK(expect<kv::KvValue>(client.call(kv::KvGet{"present"})).value == Value{"1"});
   }
