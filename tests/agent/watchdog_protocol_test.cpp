@@ -2,6 +2,8 @@
 // FileTimerRequest.to_json() writes them, compact JSON, every malformed form, oversize), the
 // timer table with the time as a value, and the environment contract.
 #include <catch2/catch.hpp>
+#include <cmath>
+#include <random>
 #include <string>
 
 #include "agent/file_timer_request.hpp"
@@ -329,4 +331,40 @@ TEST_CASE(
   CHECK(std::string("89ab").find(uuid[19]) != std::string::npos);  // RFC 4122 variant
   CHECK_THAT(default_file_timer_path({{"TMPDIR", "/var/tmp/"}}),
              Catch::StartsWith("/var/tmp/watchdog_timer_"));
+}
+
+TEST_CASE("file-timer parser survives mutated requests (deterministic fuzz)") {
+  std::mt19937 random(20260515);
+  std::size_t accepted = 0;
+  for (int round = 0; round < 5000; ++round) {
+    std::string line = kPythonAcquire;
+    const int edits = 1 + static_cast<int>(random() % 6);
+    for (int e = 0; e < edits && !line.empty(); ++e) {
+      const std::size_t at = random() % line.size();
+      switch (random() % 4) {
+        case 0:
+          line[at] = static_cast<char>(random() % 256);
+          break;
+        case 1:
+          line.erase(at, 1 + random() % 8);
+          break;
+        case 2:
+          line.insert(at, 1, "{}[]\",:0-9eE.\\ "[random() % 16]);
+          break;
+        default:
+          line.resize(at);
+          break;
+      }
+    }
+    const FileTimerParseResult parsed = parse_file_timer_request(line);
+    if (parsed.ok()) {
+      ++accepted;
+      CHECK(parsed.request->pid > 0);
+      CHECK(parsed.request->signal <= kMaxSignalNumber);
+      CHECK(std::isfinite(parsed.request->expiration_epoch_s));
+    } else {
+      CHECK_FALSE(parsed.rejection.empty());
+    }
+  }
+  CHECK(accepted > 0);  // some mutations (inside the scope string, digits) stay valid
 }

@@ -1,7 +1,9 @@
 // Stack capture planning, the stack-dump parsers (on text real tools printed: py-spy 0.4.3,
 // eu-stack 0.188, gdb 13.1) and the hang report. Pure: no processes.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
+#include <random>
 
 #include "agent/hang_report.hpp"
 #include "agent/stack_capture_plan.hpp"
@@ -303,5 +305,30 @@ TEST_CASE("hang report from JSON refuses malformed and oversized input") {
   for (const nlohmann::json& input : bad) {
     INFO(input.dump().substr(0, 200));
     CHECK_THROWS_AS(hang_report_from_json(input), std::invalid_argument);
+  }
+}
+
+TEST_CASE("stack parsers survive mutated dumps (deterministic fuzz)") {
+  std::mt19937 random(7);
+  for (const char* fixture : {kPySpyNative, kPySpyStopped, kEuStack, kGdb}) {
+    for (int round = 0; round < 500; ++round) {
+      std::string text = std::string("#### ddprun stack capture: python stacks: x\n") + fixture +
+                         "#### ddprun stack capture: native stacks: y\n" + fixture;
+      for (int e = 0; e < 8; ++e) {
+        const std::size_t at = random() % text.size();
+        if (random() % 2 == 0) {
+          text[at] = "()#\n :-0x@ \t\"MainThread\""[random() % 24];
+        } else {
+          text.erase(at, random() % 16);
+        }
+        if (text.empty())
+          break;
+      }
+      const CapturedStacks stacks = parse_stack_file(text, 21139);
+      const auto lines = static_cast<std::size_t>(std::count(text.begin(), text.end(), '\n')) + 1;
+      CHECK(stacks.python.size() <= lines);
+      CHECK(stacks.native.size() <= lines);
+      CHECK(summary_frames(stacks, 5).size() <= 5);
+    }
   }
 }

@@ -27,21 +27,36 @@ namespace ddprun::agent::watchdog_test {
 using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 
+// True when the python's environment (a venv: <bin>/../lib/python*/site-packages) has
+// PyTorch's FileTimerClient, checked on disk so no test pays for `import torch` to find out.
+inline bool has_file_timer_client(const std::string& python) {
+  namespace fs = std::filesystem;
+  const fs::path lib = fs::path(python).parent_path().parent_path() / "lib";
+  std::error_code error;
+  for (const auto& entry : fs::directory_iterator(lib, error)) {
+    if (fs::exists(entry.path() / "site-packages/torch/distributed/elastic/timer/"
+                                  "file_based_local_timer.py"))
+      return true;
+  }
+  return false;
+}
+
 // A python with PyTorch >= 2 (FileTimerClient, expires): the repository's .venv, else the one
-// named by DDPRUN_TEST_TORCH_PYTHON. nullopt (the caller skips, saying why) when neither exists.
+// named by DDPRUN_TEST_TORCH_PYTHON. nullopt (the caller skips, saying why) when neither has it.
 inline std::optional<std::string> torch_python() {
-  const std::string venv = std::string(DDPRUN_SOURCE_DIR) + "/.venv/bin/python";
-  if (::access(venv.c_str(), X_OK) == 0)
-    return venv;
-  if (const char* named = std::getenv("DDPRUN_TEST_TORCH_PYTHON");
-      named != nullptr && ::access(named, X_OK) == 0)
-    return std::string(named);
+  std::vector<std::string> candidates{std::string(DDPRUN_SOURCE_DIR) + "/.venv/bin/python"};
+  if (const char* named = std::getenv("DDPRUN_TEST_TORCH_PYTHON"))
+    candidates.emplace_back(named);
+  for (const std::string& python : candidates) {
+    if (::access(python.c_str(), X_OK) == 0 && has_file_timer_client(python))
+      return python;
+  }
   return std::nullopt;
 }
 
 inline const char* kNoTorchPython =
-    "SKIPPED: no PyTorch 2.x python: create .venv (scripts/install-deps.sh) or set "
-    "DDPRUN_TEST_TORCH_PYTHON to a python with torch installed";
+    "SKIPPED: no python with PyTorch 2.x: neither .venv/bin/python (scripts/install-deps.sh) "
+    "nor DDPRUN_TEST_TORCH_PYTHON (a venv's bin/python) has torch.distributed.elastic.timer";
 
 // Any python for processes that need no PyTorch: the torch one if present (its bin/ may hold
 // py-spy), else the system's.
