@@ -9,8 +9,13 @@
 // pids are known, destroy it after the group has stopped (the FIFO is unlinked then).
 //
 // Bad input: a malformed request is ignored; the first one per worker group produces one
-// warning, later ones are only counted (torchrun's server thread dies on the first one instead).
+// warning, later ones are only counted (torchrun logs a traceback per bad line and drops the
+// good requests read in the same pass).
 // The same holds for requests from pids that are not workers and for workers over the timer cap.
+//
+// One deliberate difference: after reaping a worker, torchrun 2.13's server also sends the same
+// signal to its own agent process (with SIGKILL: no in-agent restart). ddprun's agent stops and
+// restarts the group as for any failure instead.
 
 #include <cstddef>
 #include <optional>
