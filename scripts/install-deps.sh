@@ -8,6 +8,8 @@ PACKAGES=(
   build-essential cmake ninja-build pkg-config git clang libclang-rt-14-dev
   # launcher, agent, rendezvous
   libboost-dev libboost-program-options-dev nlohmann-json3-dev
+  # native stacks of hung workers (eu-stack; py-spy for Python stacks comes from PyPI)
+  elfutils
   # tests
   catch2 python3-torch procps iproute2 psmisc
   # worker runtime (LibTorch CPU, Gloo headers, fast BLAS, YAML configs)

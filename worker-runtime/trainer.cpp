@@ -10,6 +10,7 @@
 #include "distributed_sampler.hpp"
 #include "gpt_model.hpp"
 #include "gradient_reducer.hpp"
+#include "progress_heartbeat.hpp"
 #include "progress_report.hpp"
 #include "snapshot_io.hpp"
 #include "snapshot_state.hpp"
@@ -264,6 +265,7 @@ TrainOutcome run_training(const TrainerInputs& inputs, std::ostream& out) {
       (trainer.max_epochs - position.finished_epoch) * steps_per_epoch - position.steps_into_epoch;
   int64_t steps_done = 0;
   double train_seconds = 0.0;
+  ProgressHeartbeat heartbeat = ProgressHeartbeat::from_environment();  // --watchdog-timeout
   model->train();
   for (int64_t epoch = position.finished_epoch + 1; epoch <= trainer.max_epochs; ++epoch) {
     // DistributedSampler(shuffle=True, seed) with set_epoch(epoch): same order on every rank.
@@ -292,6 +294,7 @@ TrainOutcome run_training(const TrainerInputs& inputs, std::ostream& out) {
       }
       torch::nn::utils::clip_grad_norm_(parameters, trainer.grad_norm_clip);
       optimizer->step();
+      heartbeat.beat();
 
       // One small collective per step: the loss for the log and the preemption vote, so every
       // rank stops after the same step.
