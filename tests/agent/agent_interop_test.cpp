@@ -1,6 +1,6 @@
-// ddprun against the reference: the worker environment compared with torchrun_ref.py
-// (PyTorch 1.13's torchrun), and real PyTorch workers doing gloo collectives through the
-// store ddprun gives them, with and without a restart in between.
+// ddprun against the reference: the worker environment compared with the real torchrun of
+// PyTorch 2.x (the project's .venv, 2.13), and real PyTorch 2.x workers doing gloo collectives
+// through the store ddprun gives them, with and without a restart in between.
 #include <catch2/catch.hpp>
 #include <set>
 
@@ -77,12 +77,11 @@ const std::string kDumpEnv = "env > \"$OUT-$RANK\"";
 
 TEST_CASE("worker environment matches torchrun's, standalone and 2 nodes") {
   TempDir dir;
-  const std::string torchrun = shared_dir() + "/tools/torchrun_ref.py";
+  const std::string torchrun = reference_torchrun();
   SECTION("standalone, 2 workers") {
-    auto reference =
-        collect_envs({{"/usr/bin/python3", torchrun, "--standalone", "--nproc_per_node", "2",
-                       "--no_python", "/bin/sh", "-c", kDumpEnv}},
-                     dir, "ref", 2);
+    auto reference = collect_envs({{torchrun, "--standalone", "--nproc_per_node", "2",
+                                    "--no_python", "/bin/sh", "-c", kDumpEnv}},
+                                  dir, "ref", 2);
     auto ours = collect_envs({{ddprun_binary(), "--standalone", "--nproc_per_node", "2",
                                "--no_python", "/bin/sh", "-c", kDumpEnv}},
                              dir, "ours", 2);
@@ -91,8 +90,7 @@ TEST_CASE("worker environment matches torchrun's, standalone and 2 nodes") {
   SECTION("2 nodes x 2 workers, c10d") {
     const std::string ref_port = std::to_string(free_port());
     auto ref_node = [&](const char* is_host) {
-      return std::vector<std::string>{"/usr/bin/python3",
-                                      torchrun,
+      return std::vector<std::string>{torchrun,
                                       "--nnodes",
                                       "2",
                                       "--nproc_per_node",
@@ -179,7 +177,7 @@ dist.destroy_process_group()
                                    dir.path(),
                                    mode},
           dir / (mode + "-" + addr),
-          std::map<std::string, std::string>{{"PYTHON_EXEC", "/usr/bin/python3"},
+          std::map<std::string, std::string>{{"PYTHON_EXEC", reference_python()},
                                              {"OMP_NUM_THREADS", "1"}}));
     }
     for (auto& agent : agents) {
