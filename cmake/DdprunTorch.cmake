@@ -71,6 +71,15 @@ if(DDPRUN_TORCH_PYTHON)
     set(CUDA_TOOLKIT_ROOT_DIR "${cuda_root}" CACHE PATH "CUDA toolkit for PyTorch's CMake files")
     set(CMAKE_CUDA_COMPILER "${cuda_root}/bin/nvcc" CACHE FILEPATH "nvcc")
   endif()
+  if(DDPRUN_TORCH_CUDA)
+    # We compile no CUDA code, but PyTorch's cuda.cmake enables the language: it would take our
+    # C++20 (which CMake 3.25 cannot ask of nvcc) and probe the GPUs for architectures (there may
+    # be none). Any valid answer will do for both.
+    set(CMAKE_CUDA_STANDARD 17)
+    if(NOT DEFINED ENV{TORCH_CUDA_ARCH_LIST} AND NOT TORCH_CUDA_ARCH_LIST)
+      set(TORCH_CUDA_ARCH_LIST "9.0")
+    endif()
+  endif()
 endif()
 
 # TorchConfig finds Caffe2Config with find_dependency(PATHS <its folder>), which also tries the

@@ -88,8 +88,11 @@ Collectives::Collectives(const RunEnvironment& env) : rank_(env.rank), world_siz
 #ifdef USE_C10D_NCCL
   if (own_gpu_available(env)) {
     device_ = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(env.local_rank));
-    // A world of one meets nobody: an in-process store is enough for NCCL's set-up.
-    store_ = world_size_ == 1 ? c10::make_intrusive<c10d::HashStore>() : connect_store(env);
+    if (world_size_ == 1) {
+      store_ = c10::make_intrusive<c10d::HashStore>();  // meets nobody: NCCL's set-up stays local
+    } else {
+      store_ = connect_store(env);
+    }
     backend_ = make_nccl(store_, env);
     backend_name_ = "nccl";
     return;

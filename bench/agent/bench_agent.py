@@ -16,7 +16,7 @@ ENV = dict(os.environ, OMP_NUM_THREADS="1")
 def launcher(which):
     if which == "ddprun":
         return [args.ddprun]
-    return ["/usr/bin/python3", args.torchrun, "--monitor_interval", "0.1"]
+    return [args.torchrun, "--monitor_interval", "0.1"]  # an executable: .venv's torchrun
 
 
 def free_port(addr="127.0.0.1"):
