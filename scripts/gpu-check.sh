@@ -71,7 +71,7 @@ cmake -S . -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DDDPRUN_TRA
   -Dnlohmann_json_DIR="$PWD/$deps/share/cmake/nlohmann_json" >"$build/configure.log" 2>&1 ||
   { tail -40 "$build/configure.log"; die "configure failed (log: $build/configure.log)"; }
 cmake --build "$build" --target ddprun-train -j "$(nproc)" >"$build/build.log" 2>&1 ||
-  { tail -40 "$build.log"; die "build failed (log: $build/build.log)"; }
+  { tail -40 "$build/build.log"; die "build failed (log: $build/build.log)"; }
 build_seconds=$((SECONDS - start))
 echo "gpu-check: built $build/bin/ddprun-train in ${build_seconds} s"
 
