@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""ddprun vs torchrun_ref.py: launch-to-exit, restart latency, N-agent rendezvous, peak RSS."""
+"""ddprun vs torchrun (the venv's): launch-to-exit, restart latency, N-agent rendezvous, peak RSS."""
 import argparse, json, os, socket, statistics, subprocess, sys, tempfile, time
 
 p = argparse.ArgumentParser()
