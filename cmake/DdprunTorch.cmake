@@ -25,7 +25,7 @@ set(CMAKE_FIND_PACKAGE_TARGETS_GLOBAL ON)
 if(DDPRUN_TORCH_PYTHON)
   execute_process(
     COMMAND "${DDPRUN_TORCH_PYTHON}" -c
-            "import torch, torch.utils; print(torch.utils.cmake_prefix_path); print(torch.__version__); print(torch.version.cuda or '')"
+            "import torch, torch.utils; print(torch.utils.cmake_prefix_path); print(torch.version.cuda or '')"
     OUTPUT_VARIABLE torch_facts OUTPUT_STRIP_TRAILING_WHITESPACE
     ERROR_VARIABLE torch_error RESULT_VARIABLE torch_status)
   if(NOT torch_status EQUAL 0)
@@ -38,8 +38,8 @@ if(DDPRUN_TORCH_PYTHON)
   list(GET torch_facts 0 torch_cmake_prefix)
   list(LENGTH torch_facts torch_fact_count)
   set(DDPRUN_TORCH_CUDA "")
-  if(torch_fact_count GREATER 2)
-    list(GET torch_facts 2 DDPRUN_TORCH_CUDA)
+  if(torch_fact_count GREATER 1)
+    list(GET torch_facts 1 DDPRUN_TORCH_CUDA)
   endif()
   # A different Python means a different torch: forget what the last configure found.
   if(NOT DDPRUN_TORCH_PYTHON STREQUAL DDPRUN_TORCH_PYTHON_FOUND)
@@ -104,7 +104,8 @@ target_include_directories(ddprun_torch SYSTEM INTERFACE "${DDPRUN_GLOO_INCLUDE_
 if(TARGET torch_cuda)
   set(DDPRUN_TORCH_HAS_CUDA ON)
   # cuBLAS, cuSPARSE, cuSOLVER and NCCL headers from the nvidia-* wheels beside torch
-  # (site-packages/nvidia/<package>/include), after the toolkit's own.
+  # (site-packages/nvidia/<package>/include): a toolkit made for nvcc alone lacks them. They are
+  # the versions torch was built with.
   file(GLOB wheel_cuda_includes LIST_DIRECTORIES true "${TORCH_INSTALL_PREFIX}/../nvidia/*/include")
   target_include_directories(ddprun_torch SYSTEM INTERFACE ${wheel_cuda_includes})
 else()
