@@ -210,7 +210,7 @@ TrainOutcome run_training(const TrainerInputs& inputs, std::ostream& out) {
 
   std::vector<torch::Tensor> parameters = model->parameters();
   std::optional<GradientReducer> reducer;
-  if (world > 1) {
+  if (collectives.distributed()) {
     reducer.emplace(parameters, collectives);
   }
 
@@ -228,7 +228,8 @@ TrainOutcome run_training(const TrainerInputs& inputs, std::ostream& out) {
     parameter_count += p.numel();
   }
   say("ddprun-train: " + std::to_string(world) + " rank(s) on " + collectives.device().str() +
-      ", " + std::to_string(torch::get_num_threads()) + " thread(s) each; model " +
+      " (collectives: " + collectives.backend_name() + "), " +
+      std::to_string(torch::get_num_threads()) + " thread(s) each; model " +
       std::to_string(parameter_count) + " parameters (" + std::to_string(shape.n_layer) +
       " layers, " + std::to_string(shape.n_head) + " heads, " + std::to_string(shape.n_embd) +
       " wide), vocab " + std::to_string(shape.vocab_size) + ", block " +
@@ -299,9 +300,12 @@ TrainOutcome run_training(const TrainerInputs& inputs, std::ostream& out) {
       // One small collective per step: the loss for the log and the preemption vote, so every
       // rank stops after the same step.
       const bool stop_here = inputs.stop_requested && inputs.stop_requested();
+      // Collectives work on the backend's device (NCCL: the GPU); the reading is on the CPU.
       auto vote = torch::tensor({loss.item<double>(), stop_here ? 1.0 : 0.0},
-                                torch::TensorOptions().dtype(torch::kDouble));
+                                torch::TensorOptions().dtype(torch::kDouble))
+                      .to(collectives.device());
       collectives.allreduce_sum(vote);
+      vote = vote.cpu();
       const auto votes = vote.accessor<double, 1>();
       last_loss = votes[0] / static_cast<double>(world);
       epoch_loss_sum += last_loss;
@@ -355,8 +359,10 @@ TrainOutcome run_training(const TrainerInputs& inputs, std::ostream& out) {
       }
     }
     model->train();
-    auto eval = torch::tensor({eval_loss_sum, eval_tokens}, torch::kDouble);
+    auto eval =
+        torch::tensor({eval_loss_sum, eval_tokens}, torch::kDouble).to(collectives.device());
     collectives.allreduce_sum(eval);
+    eval = eval.cpu();
     const auto sums = eval.accessor<double, 1>();
 
     ProgressSample summary;
