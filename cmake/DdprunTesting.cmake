@@ -11,7 +11,8 @@ function(ddprun_add_test)
   target_link_libraries(${T_NAME} PRIVATE ddprun_catch_main ${T_LIBS} ddprun::warnings)
   target_compile_definitions(${T_NAME} PRIVATE
     DDPRUN_BIN_DIR="${CMAKE_BINARY_DIR}/bin"
-    DDPRUN_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
+    DDPRUN_SOURCE_DIR="${CMAKE_SOURCE_DIR}"
+    DDPRUN_TORCH_PYTHON="${DDPRUN_TORCH_PYTHON}")
   add_test(NAME ${T_NAME} COMMAND ${T_NAME})
   set_tests_properties(${T_NAME} PROPERTIES LABELS "${T_LABELS}" TIMEOUT ${T_TIMEOUT})
 endfunction()

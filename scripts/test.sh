@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Builds ddprun and runs the whole test suite:
-#   1. the Release build with every component, all CTest labels;
-#   2. an ASan+UBSan build of the components that do not use LibTorch, unit and
+#   1. the Release build with every component against .venv's PyTorch 2.13 (CPU), all CTest labels;
+#   2. ddprun-train alone against .venv-cuda's PyTorch with CUDA and NCCL, compiled and linked
+#      only (no GPU here; scripts/gpu-check.sh runs it on one), into build-cuda/. Skipped with
+#      DDPRUN_CUDA_VENV=0, as install-deps.sh then makes no .venv-cuda;
+#   3. an ASan+UBSan build of the components that do not use LibTorch, unit and
 #      integration labels.
 # Usage: scripts/test.sh            (run after scripts/install-deps.sh)
 set -euo pipefail
@@ -9,6 +12,17 @@ cd "$(dirname "$0")/.."
 
 scripts/build.sh
 ctest --test-dir build --output-on-failure -j 2 --timeout 900
+
+if [[ ${DDPRUN_CUDA_VENV:-1} != 0 ]]; then
+  BUILD_DIR=build-cuda scripts/build.sh -DDDPRUN_TRAINER_ONLY=ON \
+    -DDDPRUN_TORCH_PYTHON="$PWD/.venv-cuda/bin/python"
+  # The NCCL path is compiled in only when LibTorch defines USE_C10D_NCCL: make sure it was.
+  if ! nm -C build-cuda/bin/ddprun-train | grep "c10d::ProcessGroupNCCL::ProcessGroupNCCL" >/dev/null; then
+    echo "test.sh: build-cuda/bin/ddprun-train has no ProcessGroupNCCL: the CUDA build lost NCCL" >&2
+    exit 1
+  fi
+  echo "test.sh: ddprun-train compiled and linked against CUDA LibTorch with NCCL (build-cuda/)"
+fi
 
 BUILD_DIR=build-asan BUILD_TYPE=RelWithDebInfo scripts/build.sh \
   -DDDPRUN_SANITIZE=ON -DDDPRUN_WITH_TORCH=OFF

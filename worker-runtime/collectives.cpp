@@ -1,9 +1,13 @@
 #include "collectives.hpp"
 
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
-#ifdef DDPRUN_WITH_NCCL
+// USE_C10D_NCCL comes with a CUDA LibTorch built with NCCL (its torch_cuda target defines it).
+#ifdef USE_C10D_NCCL
+#include <c10/cuda/CUDAFunctions.h>
+
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
@@ -14,7 +18,7 @@ namespace ddprun::train {
 namespace {
 
 constexpr std::chrono::seconds kStoreTimeout{300};      // torch.distributed's default
-constexpr std::chrono::minutes kCollectiveTimeout{30};  // kProcessGroupDefaultTimeout
+constexpr std::chrono::minutes kCollectiveTimeout{30};  // kBackendDefaultTimeout
 
 bool is_loopback(const std::string& address) {
   return address == "localhost" || address.rfind("127.", 0) == 0 || address == "::1";
@@ -45,8 +49,8 @@ c10::intrusive_ptr<c10d::Store> connect_store(const RunEnvironment& env) {
   }
 }
 
-c10::intrusive_ptr<CollectiveBackend> make_gloo(const c10::intrusive_ptr<c10d::Store>& store,
-                                                const RunEnvironment& env) {
+c10::intrusive_ptr<c10d::Backend> make_gloo(const c10::intrusive_ptr<c10d::Store>& store,
+                                            const RunEnvironment& env) {
   auto options = c10d::ProcessGroupGloo::Options::create(kCollectiveTimeout);
   if (!env.gloo_interface.empty()) {
     options->devices.push_back(
@@ -61,27 +65,45 @@ c10::intrusive_ptr<CollectiveBackend> make_gloo(const c10::intrusive_ptr<c10d::S
                                                      static_cast<int>(env.world_size), options);
 }
 
+#ifdef USE_C10D_NCCL
+// This rank's GPU, cuda:LOCAL_RANK, when CUDA works and that device exists.
+bool own_gpu_available(const RunEnvironment& env) {
+  return torch::cuda::is_available() && env.local_rank < torch::cuda::device_count();
+}
+
+c10::intrusive_ptr<c10d::Backend> make_nccl(const c10::intrusive_ptr<c10d::Store>& store,
+                                            const RunEnvironment& env) {
+  // NCCL binds a communicator to the current device; make it ours before the first collective.
+  c10::cuda::set_device(static_cast<c10::DeviceIndex>(env.local_rank));
+  auto options = c10d::ProcessGroupNCCL::Options::create();
+  options->timeout = kCollectiveTimeout;
+  return c10::make_intrusive<c10d::ProcessGroupNCCL>(store, static_cast<int>(env.rank),
+                                                     static_cast<int>(env.world_size), options);
+}
+#endif
+
 }  // namespace
 
 Collectives::Collectives(const RunEnvironment& env) : rank_(env.rank), world_size_(env.world_size) {
-#ifdef DDPRUN_WITH_NCCL
-  const bool use_cuda = torch::cuda::is_available();
-  if (use_cuda) {
+#ifdef USE_C10D_NCCL
+  if (own_gpu_available(env)) {
     device_ = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(env.local_rank));
+    if (world_size_ == 1) {
+      store_ = c10::make_intrusive<c10d::HashStore>();  // meets nobody: NCCL's set-up stays local
+    } else {
+      store_ = connect_store(env);
+    }
+    backend_ = make_nccl(store_, env);
+    backend_name_ = "nccl";
+    return;
   }
 #endif
   if (world_size_ == 1) {
     return;
   }
   store_ = connect_store(env);
-#ifdef DDPRUN_WITH_NCCL
-  if (use_cuda) {
-    backend_ = c10::make_intrusive<c10d::ProcessGroupNCCL>(store_, static_cast<int>(rank_),
-                                                           static_cast<int>(world_size_));
-    return;
-  }
-#endif
   backend_ = make_gloo(store_, env);
+  backend_name_ = "gloo";
 }
 
 Collectives::~Collectives() = default;

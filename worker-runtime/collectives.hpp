@@ -1,7 +1,11 @@
 #pragma once
-// The process group the trainer talks through: a c10d TCPStore (a client of the agent's store
-// under PyTorch's "/worker/attempt_<restart>" prefix, or hosted by rank 0) and ProcessGroupGloo on
-// CPU or ProcessGroupNCCL on cuda:LOCAL_RANK. A world of one needs neither and runs no collectives.
+// The process group the trainer talks through: ProcessGroupNCCL on cuda:LOCAL_RANK when LibTorch
+// was built with CUDA and NCCL and that GPU is visible, else ProcessGroupGloo on CPU. Ranks meet
+// through a c10d TCPStore (a client of the agent's store under PyTorch's
+// "/worker/attempt_<restart>" prefix, or hosted by rank 0).
+// A world of one on CPU needs no backend and runs no collectives. On a GPU it still goes through
+// ProcessGroupNCCL (over an in-process HashStore), as PyTorch's DDP does: a one-GPU machine then
+// runs the same NCCL path as a multi-GPU job, at the cost of a device-local copy per bucket.
 #include <torch/torch.h>
 
 #include <memory>
@@ -12,20 +16,10 @@
 namespace c10d {
 class Store;
 class Work;
-#if TORCH_VERSION_MAJOR >= 2
-class Backend;
-#else
-class ProcessGroup;
-#endif
+class Backend;  // ProcessGroupGloo and ProcessGroupNCCL derive from it (LibTorch >= 2.0)
 }  // namespace c10d
 
 namespace ddprun::train {
-
-#if TORCH_VERSION_MAJOR >= 2
-using CollectiveBackend = c10d::Backend;  // ProcessGroupGloo/NCCL derive from Backend since 2.0
-#else
-using CollectiveBackend = c10d::ProcessGroup;
-#endif
 
 class Collectives {
  public:
@@ -39,6 +33,11 @@ class Collectives {
   int64_t rank() const { return rank_; }
   int64_t world_size() const { return world_size_; }
   torch::Device device() const { return device_; }
+  // Whether collectives go through a backend (false only for a world of one on CPU, where every
+  // collective is a no-op). Gradients need reducing exactly when this is true.
+  bool distributed() const { return static_cast<bool>(backend_); }
+  // "nccl", "gloo" or "none", for the start-up line.
+  const char* backend_name() const { return backend_name_; }
 
   // Sum over ranks, asynchronously; the result lands in `tensor` once the work completes.
   c10::intrusive_ptr<c10d::Work> start_allreduce_sum(torch::Tensor& tensor);
@@ -54,7 +53,8 @@ class Collectives {
   int64_t world_size_ = 1;
   torch::Device device_{torch::kCPU};
   c10::intrusive_ptr<c10d::Store> store_;
-  c10::intrusive_ptr<CollectiveBackend> backend_;
+  c10::intrusive_ptr<c10d::Backend> backend_;
+  const char* backend_name_ = "none";
 };
 
 }  // namespace ddprun::train

@@ -29,8 +29,9 @@ std::map<std::string, torch::Tensor> parameters_by_name(const GptImpl& model) {
   return named;
 }
 
-std::string state_key(const torch::Tensor& parameter) {
-  return c10::guts::to_string(parameter.unsafeGetTensorImpl());
+// LibTorch's optimizers key their per-parameter state by the parameter's TensorImpl (since 2.2).
+void* state_key(const torch::Tensor& parameter) {
+  return parameter.unsafeGetTensorImpl();
 }
 
 torch::Tensor to_cpu(const torch::Tensor& t) {
@@ -274,7 +275,7 @@ TrainingPosition restore_snapshot(const c10::IValue& snapshot, const std::string
                 std::to_string(expected) + " parameters");
     }
   }
-  std::vector<std::pair<std::string, std::unique_ptr<torch::optim::AdamWParamState>>> states;
+  std::vector<std::pair<void*, std::unique_ptr<torch::optim::AdamWParamState>>> states;
   std::unordered_set<const void*> taken;
   for (const auto& entry : state) {
     const auto index = read.integer(entry.key(), "an optimizer state index");

@@ -10,6 +10,7 @@
 #include "distributed_sampler.hpp"
 #include "gpt_model.hpp"
 #include "gradient_reducer.hpp"
+#include "progress_heartbeat.hpp"
 #include "progress_report.hpp"
 #include "snapshot_io.hpp"
 #include "snapshot_state.hpp"
@@ -209,7 +210,7 @@ TrainOutcome run_training(const TrainerInputs& inputs, std::ostream& out) {
 
   std::vector<torch::Tensor> parameters = model->parameters();
   std::optional<GradientReducer> reducer;
-  if (world > 1) {
+  if (collectives.distributed()) {
     reducer.emplace(parameters, collectives);
   }
 
@@ -227,7 +228,8 @@ TrainOutcome run_training(const TrainerInputs& inputs, std::ostream& out) {
     parameter_count += p.numel();
   }
   say("ddprun-train: " + std::to_string(world) + " rank(s) on " + collectives.device().str() +
-      ", " + std::to_string(torch::get_num_threads()) + " thread(s) each; model " +
+      " (collectives: " + collectives.backend_name() + "), " +
+      std::to_string(torch::get_num_threads()) + " thread(s) each; model " +
       std::to_string(parameter_count) + " parameters (" + std::to_string(shape.n_layer) +
       " layers, " + std::to_string(shape.n_head) + " heads, " + std::to_string(shape.n_embd) +
       " wide), vocab " + std::to_string(shape.vocab_size) + ", block " +
@@ -264,6 +266,7 @@ TrainOutcome run_training(const TrainerInputs& inputs, std::ostream& out) {
       (trainer.max_epochs - position.finished_epoch) * steps_per_epoch - position.steps_into_epoch;
   int64_t steps_done = 0;
   double train_seconds = 0.0;
+  ProgressHeartbeat heartbeat = ProgressHeartbeat::from_environment();  // --watchdog-timeout
   model->train();
   for (int64_t epoch = position.finished_epoch + 1; epoch <= trainer.max_epochs; ++epoch) {
     // DistributedSampler(shuffle=True, seed) with set_epoch(epoch): same order on every rank.
@@ -292,13 +295,17 @@ TrainOutcome run_training(const TrainerInputs& inputs, std::ostream& out) {
       }
       torch::nn::utils::clip_grad_norm_(parameters, trainer.grad_norm_clip);
       optimizer->step();
+      heartbeat.beat();
 
       // One small collective per step: the loss for the log and the preemption vote, so every
       // rank stops after the same step.
       const bool stop_here = inputs.stop_requested && inputs.stop_requested();
+      // Collectives work on the backend's device (NCCL: the GPU); the reading is on the CPU.
       auto vote = torch::tensor({loss.item<double>(), stop_here ? 1.0 : 0.0},
-                                torch::TensorOptions().dtype(torch::kDouble));
+                                torch::TensorOptions().dtype(torch::kDouble))
+                      .to(collectives.device());
       collectives.allreduce_sum(vote);
+      vote = vote.cpu();
       const auto votes = vote.accessor<double, 1>();
       last_loss = votes[0] / static_cast<double>(world);
       epoch_loss_sum += last_loss;
@@ -352,8 +359,10 @@ TrainOutcome run_training(const TrainerInputs& inputs, std::ostream& out) {
       }
     }
     model->train();
-    auto eval = torch::tensor({eval_loss_sum, eval_tokens}, torch::kDouble);
+    auto eval =
+        torch::tensor({eval_loss_sum, eval_tokens}, torch::kDouble).to(collectives.device());
     collectives.allreduce_sum(eval);
+    eval = eval.cpu();
     const auto sums = eval.accessor<double, 1>();
 
     ProgressSample summary;

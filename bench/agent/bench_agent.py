@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""ddprun vs torchrun_ref.py: launch-to-exit, restart latency, N-agent rendezvous, peak RSS."""
+"""ddprun vs torchrun (the venv's): launch-to-exit, restart latency, N-agent rendezvous, peak RSS."""
 import argparse, json, os, socket, statistics, subprocess, sys, tempfile, time
 
 p = argparse.ArgumentParser()
@@ -16,7 +16,7 @@ ENV = dict(os.environ, OMP_NUM_THREADS="1")
 def launcher(which):
     if which == "ddprun":
         return [args.ddprun]
-    return ["/usr/bin/python3", args.torchrun, "--monitor_interval", "0.1"]
+    return [args.torchrun, "--monitor_interval", "0.1"]  # an executable: .venv's torchrun
 
 
 def free_port(addr="127.0.0.1"):

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# ddprun vs the reference torchrun (torchrun_ref.py --monitor_interval 0.1): launch-to-exit,
+# ddprun vs the reference torchrun (.venv's, --monitor_interval 0.1): launch-to-exit,
 # restart latency, rendezvous of N agents, agent peak memory. Prints a table of medians.
 # Usage: bench/agent/run.sh [build-dir]   (builds ddprun there first)
 set -euo pipefail
@@ -11,7 +11,8 @@ if [ ! -f "$build/CMakeCache.txt" ]; then
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 fi
 cmake --build "$build" --target ddprun >/dev/null
-shared="$root/../shared"
-[ -d "$shared" ] || shared=/work/shared
+# The reference: the real torchrun of the project's venv (scripts/install-deps.sh makes it).
+torchrun="$root/.venv/bin/torchrun"
+[ -x "$torchrun" ] || { echo "bench/agent: $torchrun missing: run scripts/install-deps.sh" >&2; exit 1; }
 exec /usr/bin/python3 "$here/bench_agent.py" --ddprun "$build/bin/ddprun" \
-  --torchrun "$shared/tools/torchrun_ref.py" "${@:2}"
+  --torchrun "$torchrun" "${@:2}"

@@ -1,6 +1,7 @@
 """The reference for bench/train: minGPT (the causal PyTorch module of tests/worker-runtime)
-trained with torch.nn.parallel.DistributedDataParallel over Gloo, the same way ddprun-train
-trains (DistributedSampler, AdamW groups, clipping). Run by torchrun; prints one JSON line.
+trained with torch.nn.parallel.DistributedDataParallel, the same way ddprun-train trains
+(DistributedSampler, AdamW groups, clipping; Gloo on CPU, or NCCL on cuda:LOCAL_RANK when that GPU
+exists, as ddprun-train chooses). Run by torchrun; prints one JSON line.
 usage: python_trainer.py DATA BLOCK N_LAYER N_HEAD N_EMBD BATCH STEPS LOG_EVERY SEED"""
 import json
 import os
@@ -37,7 +38,12 @@ def main():
     path, block, n_layer, n_head, n_embd, batch, steps, log_every, seed = sys.argv[1:10]
     block, n_layer, n_head, n_embd, batch, steps, log_every, seed = map(
         int, (block, n_layer, n_head, n_embd, batch, steps, log_every, seed))
-    dist.init_process_group("gloo")
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    use_cuda = torch.cuda.is_available() and local_rank < torch.cuda.device_count()
+    device = torch.device("cuda", local_rank) if use_cuda else torch.device("cpu")
+    if use_cuda:
+        torch.cuda.set_device(device)
+    dist.init_process_group("nccl" if use_cuda else "gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     text = open(path, encoding="utf-8").read()
     text = text[:int(len(text) * 0.05)]
@@ -48,12 +54,13 @@ def main():
     sampler = DistributedSampler(train, seed=seed)
     loader = DataLoader(train, batch_size=batch, sampler=sampler, num_workers=0)
     torch.manual_seed(seed + rank)
-    model = GPT(dataset.vocab, block, n_layer, n_head, n_embd)
+    model = GPT(dataset.vocab, block, n_layer, n_head, n_embd).to(device)
     optimizer = create_optimizer(model, learning_rate=3e-3)
-    model = DDP(model)
+    model = DDP(model, device_ids=[local_rank] if use_cuda else None)
     rates, window_start, done = [], time.perf_counter(), 0
     sampler.set_epoch(1)
     for x, y in loader:
+        x, y = x.to(device), y.to(device)
         _, loss = model(x, y)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()

@@ -8,6 +8,13 @@ root="$(cd "$here/../.." && pwd)"
 # Absolute, because the benchmarks run their programs from other working directories.
 build="$(mkdir -p "${1:-$root/build}" && cd "${1:-$root/build}" && pwd)"
 cmake --build "$build" --target ddprun-train >/dev/null
-exec /usr/bin/python3 "$here/run_bench.py" --trainer "$build/bin/ddprun-train" \
-  --torchrun "$root/../shared/tools/torchrun_ref.py" \
-  --data "$root/../shared/data/tinyshakespeare.txt" "${@:2}"
+# The reference side runs on the project's venv (scripts/install-deps.sh): its Python runs the
+# driver, so the driver's torchrun and torch.save/torch.load are that venv's.
+venv="$root/.venv"
+[ -x "$venv/bin/torchrun" ] || { echo "bench/train: $venv missing: run scripts/install-deps.sh" >&2; exit 1; }
+# Data: the default corpus's generator, at tinyshakespeare's size (1,115,394 characters).
+data="$(mktemp --suffix=.txt)"
+trap 'rm -f "$data"' EXIT
+"$venv/bin/python" "$root/worker-runtime/data/generate_corpus.py" --chars 1115394 --output "$data"
+"$venv/bin/python" "$here/run_bench.py" --trainer "$build/bin/ddprun-train" \
+  --torchrun "$venv/bin/torchrun" --data "$data" "${@:2}"

@@ -44,6 +44,8 @@ struct KvAdd {
 };
 // Stores desired when the current value equals expected (nullopt: when the key does not
 // exist). Answer: KvValue holding what the key holds afterwards (desired if the swap happened).
+// TCPStore cannot tell an absent key from an empty value: over it, expected "" acts as nullopt
+// and nullopt also swaps an empty value. Keep empty values out of compare-set keys.
 struct KvCompareSet {
   std::string key;
   std::optional<std::string> expected;
@@ -55,6 +57,7 @@ struct KvAppend {
   std::string value;
 };
 // Waits until every key exists. Answer: KvReady{true}, or KvReady{false} once timeout passed.
+// A timeout of zero or less asks whether the keys exist now (it is not "forever").
 // The one op that may stay pending for long; the machine cancels it when it stops caring.
 struct KvWait {
   std::vector<std::string> keys;

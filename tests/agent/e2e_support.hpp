@@ -35,14 +35,13 @@ inline std::string ddprun_binary() {
   return std::string(DDPRUN_BIN_DIR) + "/ddprun";
 }
 
-// The shared folder sits next to the repository (in CI too).
-inline std::string shared_dir() {
-  for (const char* candidate :
-       {DDPRUN_SOURCE_DIR "/../shared", DDPRUN_SOURCE_DIR "/shared", "/work/shared"}) {
-    if (fs::exists(fs::path(candidate) / "tools/torchrun_ref.py"))
-      return candidate;
-  }
-  return DDPRUN_SOURCE_DIR "/../shared";
+// The reference launcher: the real torchrun of the project's PyTorch 2.x (DDPRUN_TORCH_PYTHON,
+// by default .venv made by scripts/install-deps.sh), and that Python for PyTorch workers.
+inline std::string reference_python() {
+  return DDPRUN_TORCH_PYTHON;
+}
+inline std::string reference_torchrun() {
+  return (fs::path(DDPRUN_TORCH_PYTHON).parent_path() / "torchrun").string();
 }
 
 inline std::string read_file(const std::string& path) {

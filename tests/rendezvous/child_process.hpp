@@ -94,6 +94,7 @@ class ChildProcess {
   }
 
   void signal(int number) { ::kill(pid_, number); }
+  pid_t pid() const { return pid_; }
 
   // The wait status once the child exited, or nullopt at the deadline.
   std::optional<int> wait_exit(std::chrono::milliseconds timeout) {

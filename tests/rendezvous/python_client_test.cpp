@@ -1,4 +1,5 @@
-// Real PyTorch clients (/usr/bin/python3, torch 1.13 = G0) against ddprun-store.
+// Real PyTorch clients of both protocol generations against ddprun-store: Debian's torch 1.13
+// (/usr/bin/python3, G0) and the project's PyTorch 2.x (DDPRUN_TORCH_PYTHON, .venv's 2.13, G2).
 
 #include <catch2/catch.hpp>
 
@@ -9,23 +10,16 @@ using ddprun::rendezvous::store::testing::StoreDaemon;
 using namespace std::chrono_literals;
 
 namespace {
-const std::string kPython = "/usr/bin/python3";
+const std::string kPythonG0 = "/usr/bin/python3";
+const std::string kPythonG2 = DDPRUN_TORCH_PYTHON;
 const std::string kScripts = std::string(DDPRUN_SOURCE_DIR) + "/tests/rendezvous/python/";
-}  // namespace
 
-TEST_CASE("torch.distributed.TCPStore client: every operation", "[interop]") {
-  StoreDaemon store;
-  ChildProcess python({kPython, kScripts + "tcpstore_ops.py", std::to_string(store.port)});
-  CHECK(python.read_line(60s) == std::optional<std::string>("tcpstore_ops: all checks passed"));
-  CHECK(python.exit_code(30s) == 0);
-}
-
-TEST_CASE("two gloo ranks bootstrap through ddprun-store in agent-store mode", "[interop]") {
-  StoreDaemon store;
+// Two gloo ranks of `python` bootstrap through `store` as torchrun's workers do (agent-store mode).
+void bootstrap_two_gloo_ranks(const std::string& python, const StoreDaemon& store) {
   std::vector<std::unique_ptr<ChildProcess>> ranks;
   for (int rank = 0; rank < 2; ++rank) {
     ranks.push_back(std::make_unique<ChildProcess>(
-        std::vector<std::string>{kPython, kScripts + "ddp_bootstrap.py"},
+        std::vector<std::string>{python, kScripts + "ddp_bootstrap.py"},
         std::vector<std::string>{"TORCHELASTIC_USE_AGENT_STORE=True",
                                  "TORCHELASTIC_RESTART_COUNT=0", "MASTER_ADDR=127.0.0.1",
                                  "MASTER_PORT=" + std::to_string(store.port),
@@ -37,4 +31,32 @@ TEST_CASE("two gloo ranks bootstrap through ddprun-store in agent-store mode", "
           std::optional<std::string>("rank " + std::to_string(rank) + ": ok"));
     CHECK(ranks[rank]->exit_code(30s) == 0);
   }
+}
+}  // namespace
+
+TEST_CASE("torch 1.13 TCPStore client (G0): every operation", "[interop]") {
+  StoreDaemon store;
+  ChildProcess python({kPythonG0, kScripts + "tcpstore_ops.py", std::to_string(store.port)});
+  CHECK(python.read_line(60s) == std::optional<std::string>("tcpstore_ops: all checks passed"));
+  CHECK(python.exit_code(30s) == 0);
+}
+
+TEST_CASE("torch 2.x TCPStore client (G2): every operation, reuse after a timed-out wait",
+          "[interop]") {
+  StoreDaemon store;
+  ChildProcess python({kPythonG2, kScripts + "tcpstore_ops_2x.py", std::to_string(store.port)});
+  CHECK(python.read_line(60s) == std::optional<std::string>("tcpstore_ops_2x: all checks passed"));
+  CHECK(python.exit_code(30s) == 0);
+}
+
+TEST_CASE("two torch 1.13 gloo ranks bootstrap through ddprun-store in agent-store mode",
+          "[interop]") {
+  StoreDaemon store;
+  bootstrap_two_gloo_ranks(kPythonG0, store);
+}
+
+TEST_CASE("two torch 2.x gloo ranks bootstrap through ddprun-store in agent-store mode",
+          "[interop]") {
+  StoreDaemon store;
+  bootstrap_two_gloo_ranks(kPythonG2, store);
 }

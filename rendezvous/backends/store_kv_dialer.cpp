@@ -1,0 +1,250 @@
+#include "rendezvous/backends/store_kv_dialer.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "rendezvous/backends/store_kv_requests.hpp"
+
+namespace ddprun::rendezvous::backends {
+namespace {
+
+using round::KvErrorKind;
+using Outcome = StoreKvConnection::Outcome;
+using Reply = StoreKvConnection::Reply;
+using ReplyShape = StoreKvConnection::ReplyShape;
+using Milliseconds = std::chrono::duration<double, std::milli>;
+
+// Reconnect backoff: exponential with jitter in [0.5, 1.5] x the current step, like PyTorch's,
+// with a shorter start (a store that restarts or starts late is usually up within moments).
+constexpr auto kFirstBackoff = Milliseconds(20);
+constexpr auto kMaxBackoff = Milliseconds(1000);
+constexpr double kBackoffFactor = 1.5;
+constexpr double kJitterLow = 0.5;
+constexpr double kJitterHigh = 1.5;
+
+// G2's openings as a G0 server reads them: opcode 0 is SET, and the next 8 bytes its key
+// length, whose low four bytes are VALIDATE's magic and whose top three bytes come from what
+// follows it. PING: the nonce's low three bytes, so bit 23 of the nonce makes the length at
+// least 2^63. Without PING: three more GETNUMKEYS (opcode 7), making it at least 2^56.
+constexpr uint32_t kNonceMask = 0x007FFFFFu;
+constexpr uint32_t kNonceTopBit = 0x00800000u;
+constexpr std::size_t kCountsInOpening = 4;
+
+uint32_t make_nonce() {
+  return (static_cast<uint32_t>(::getpid()) & kNonceMask) | kNonceTopBit;
+}
+
+}  // namespace
+
+struct StoreKvDialer::Attempt {
+  explicit Attempt(boost::asio::io_context& io) : backoff_timer(io) {}
+
+  std::chrono::milliseconds budget{0};
+  Clock::time_point deadline;
+  Done done;
+  boost::asio::steady_timer backoff_timer;
+  Milliseconds backoff = kFirstBackoff;
+  std::shared_ptr<StoreKvConnection> connection;
+  // The opening to try next while the server's generation is unknown.
+  Opening opening = Opening::g2_with_ping;
+  bool abandoned = false;  // finished or abandoned: no callback runs any more
+};
+
+StoreKvDialer::StoreKvDialer(boost::asio::io_context& io, Settings settings)
+    : io_(io), settings_(std::move(settings)), jitter_(std::random_device{}()) {}
+
+StoreKvDialer::~StoreKvDialer() {
+  abandon();
+}
+
+void StoreKvDialer::abandon() {
+  for (const auto& attempt : attempts_) {
+    attempt->abandoned = true;
+    attempt->backoff_timer.cancel();
+    if (attempt->connection) {
+      attempt->connection->close();
+    }
+  }
+  attempts_.clear();
+}
+
+void StoreKvDialer::dial(std::chrono::milliseconds budget, Done done) {
+  auto attempt = std::make_shared<Attempt>(io_);
+  attempt->budget = budget;
+  attempt->deadline = Clock::now() + budget;
+  attempt->done = std::move(done);
+  attempts_.insert(attempt);
+  boost::asio::post(io_, [this, attempt] {
+    if (!attempt->abandoned) {
+      try_connect(attempt);
+    }
+  });
+}
+
+std::optional<std::vector<boost::asio::ip::tcp::endpoint>> StoreKvDialer::resolve(
+    std::string& error) {
+  boost::system::error_code code;
+  const auto address = boost::asio::ip::make_address(settings_.host, code);
+  if (!code) {
+    return std::vector{boost::asio::ip::tcp::endpoint(address, settings_.port)};
+  }
+  boost::asio::ip::tcp::resolver resolver(io_);
+  const auto results = resolver.resolve(settings_.host, std::to_string(settings_.port), code);
+  if (code) {
+    error = "cannot resolve " + settings_.host + ": " + code.message();
+    return std::nullopt;
+  }
+  std::vector<boost::asio::ip::tcp::endpoint> endpoints;
+  for (const auto& entry : results) {
+    endpoints.push_back(entry.endpoint());
+  }
+  return endpoints;
+}
+
+void StoreKvDialer::try_connect(const std::shared_ptr<Attempt>& attempt) {
+  std::string error;
+  const auto endpoints = resolve(error);
+  if (!endpoints) {
+    retry_later(attempt, error);
+    return;
+  }
+  attempt->connection = std::make_shared<StoreKvConnection>(io_, settings_.limits);
+  const auto connect_deadline =
+      std::min(attempt->deadline, Clock::now() + settings_.limits.op_timeout);
+  attempt->connection->connect(*endpoints, connect_deadline,
+                               [this, attempt](std::optional<Failure> failure) {
+                                 if (attempt->abandoned) {
+                                   return;
+                                 }
+                                 if (failure) {
+                                   attempt->connection.reset();
+                                   retry_later(attempt, failure->reason);
+                                   return;
+                                 }
+                                 handshake(attempt);
+                               });
+}
+
+std::optional<store::WireGeneration> StoreKvDialer::generation() const {
+  if (!opening_) {
+    return std::nullopt;
+  }
+  return *opening_ == Opening::g0 ? store::WireGeneration::g0 : store::WireGeneration::g2;
+}
+
+void StoreKvDialer::handshake(const std::shared_ptr<Attempt>& attempt) {
+  const Opening opening = opening_.value_or(attempt->opening);
+  const StoreKvRequests requests(opening == Opening::g0 ? store::WireGeneration::g0
+                                                        : store::WireGeneration::g2);
+  auto on_reply = [this, attempt, opening, requests](Outcome& outcome,
+                                                     std::optional<uint32_t> nonce) {
+    if (attempt->abandoned) {
+      return;
+    }
+    if (const auto* failure = std::get_if<Failure>(&outcome)) {
+      on_handshake_failed(attempt, *failure);
+      return;
+    }
+    if (nonce && std::get<Reply>(outcome).echo != *nonce) {
+      attempt->connection->close();
+      finish(attempt, nullptr,
+             Failure{KvErrorKind::kProtocol, "the server answered PING with a different nonce"});
+      return;
+    }
+    opening_ = opening;
+    attempt->connection->set_fence(requests.fence());
+    finish(attempt, attempt->connection, std::nullopt);
+  };
+  auto& connection = *attempt->connection;
+  switch (opening) {
+    case Opening::g2_with_ping: {
+      const uint32_t nonce = make_nonce();
+      connection.send(StoreKvRequests::validate_and_ping(nonce), ReplyShape::echo,
+                      "the handshake (VALIDATE, PING)",
+                      [on_reply, nonce](Outcome& outcome) { on_reply(outcome, nonce); });
+      return;
+    }
+    case Opening::g2_without_ping:
+      connection.send(StoreKvRequests::validate_and_count(kCountsInOpening), ReplyShape::integer,
+                      "the handshake (VALIDATE, GETNUMKEYS)", [](Outcome&) {});
+      for (std::size_t i = 1; i < kCountsInOpening; ++i) {
+        // The last count's handler speaks for all four.
+        connection.send(
+            "", ReplyShape::integer, "the handshake (GETNUMKEYS)",
+            i + 1 < kCountsInOpening
+                ? StoreKvConnection::ReplyHandler([](Outcome&) {})
+                : [on_reply](Outcome& outcome) { on_reply(outcome, std::nullopt); });
+      }
+      return;
+    case Opening::g0:
+      connection.send(requests.fence(), ReplyShape::check, "the handshake (CHECK)",
+                      [on_reply](Outcome& outcome) { on_reply(outcome, std::nullopt); });
+      return;
+  }
+}
+
+void StoreKvDialer::on_handshake_failed(const std::shared_ptr<Attempt>& attempt,
+                                        const Failure& failure) {
+  attempt->connection.reset();  // already closed by its failure
+  if (!opening_) {
+    const bool dropped = failure.kind == KvErrorKind::kUnreachable;
+    if (attempt->opening == Opening::g2_with_ping && !dropped) {
+      // It took the connection but neither answered nor dropped it: a hung server.
+      finish(attempt, nullptr,
+             Failure{failure.kind, "the server accepted the connection, then: " + failure.reason});
+      return;
+    }
+    if (attempt->opening != Opening::g0) {
+      // Dropped: perhaps an older server. Try the next opening at once.
+      attempt->opening =
+          attempt->opening == Opening::g2_with_ping ? Opening::g2_without_ping : Opening::g0;
+      try_connect(attempt);
+      return;
+    }
+    // No opening worked (a server going down drops every one): start over after the backoff.
+    attempt->opening = Opening::g2_with_ping;
+    retry_later(attempt, failure.reason);
+    return;
+  }
+  if (failure.kind == KvErrorKind::kUnreachable) {
+    retry_later(attempt, failure.reason);
+    return;
+  }
+  finish(attempt, nullptr,
+         Failure{failure.kind, "the server accepted the connection, then: " + failure.reason});
+}
+
+void StoreKvDialer::retry_later(const std::shared_ptr<Attempt>& attempt, const std::string& error) {
+  std::uniform_real_distribution<double> spread(kJitterLow, kJitterHigh);
+  const auto delay =
+      std::chrono::duration_cast<std::chrono::milliseconds>(attempt->backoff * spread(jitter_));
+  if (Clock::now() + delay >= attempt->deadline) {
+    finish(attempt, nullptr,
+           Failure{KvErrorKind::kUnreachable, "no connection within " +
+                                                  std::to_string(attempt->budget.count()) +
+                                                  " ms: " + error});
+    return;
+  }
+  attempt->backoff = std::min(attempt->backoff * kBackoffFactor, kMaxBackoff);
+  attempt->backoff_timer.expires_after(delay);
+  attempt->backoff_timer.async_wait([this, attempt](const boost::system::error_code& code) {
+    if (!code && !attempt->abandoned) {
+      try_connect(attempt);
+    }
+  });
+}
+
+void StoreKvDialer::finish(const std::shared_ptr<Attempt>& attempt,
+                           std::shared_ptr<StoreKvConnection> connection,
+                           std::optional<Failure> failure) {
+  const auto keep_alive = attempt;
+  attempts_.erase(attempt);
+  attempt->abandoned = true;
+  attempt->connection.reset();
+  auto done = std::move(attempt->done);
+  done(std::move(connection), std::move(failure));
+}
+
+}  // namespace ddprun::rendezvous::backends
