@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/rendezvous_handler.hpp"
+#include "agent/round_types.hpp"
 
 namespace ddprun::agent {
 

@@ -5,7 +5,7 @@
 #include <map>
 #include <string>
 
-#include "agent/rendezvous_handler.hpp"
+#include "agent/round_types.hpp"
 #include "launcher/launch_config.hpp"
 
 namespace ddprun::agent {

@@ -2,11 +2,13 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+#include <algorithm>
 #include <stdexcept>
 
 #include "agent/worker_process.hpp"
@@ -58,8 +60,7 @@ double unix_time_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-WorkerGroup::WorkerGroup(const std::vector<WorkerLaunch>& launches, SignalChannel& signals)
-    : signals_(signals) {
+WorkerGroup::WorkerGroup(const std::vector<WorkerLaunch>& launches, const sigset_t& child_mask) {
   workers_.reserve(launches.size());
   pumps_.reserve(launches.size() * 2);
   try {
@@ -71,7 +72,7 @@ WorkerGroup::WorkerGroup(const std::vector<WorkerLaunch>& launches, SignalChanne
       record.local_rank = launch.local_rank;
       record.global_rank = launch.global_rank;
       record.error_file = launch.logs.error_file;
-      record.pid = spawn_worker(command, signals_.original_mask());
+      record.pid = spawn_worker(command, child_mask);
       workers_.push_back(std::move(record));
       if (out.pump)
         pumps_.push_back(std::move(*out.pump));
@@ -88,7 +89,7 @@ WorkerGroup::WorkerGroup(const std::vector<WorkerLaunch>& launches, SignalChanne
 WorkerGroup::~WorkerGroup() {
   if (!all_exited())
     kill_and_reap_bounded();
-  finish_output_if_done();
+  finish_output();
 }
 
 bool WorkerGroup::all_exited() const {
@@ -123,10 +124,9 @@ void WorkerGroup::reap() {
       worker.stopped_by_agent = stopping_;
     }
   }
-  finish_output_if_done();
 }
 
-void WorkerGroup::finish_output_if_done() {
+void WorkerGroup::finish_output() {
   if (output_finished_ || !all_exited())
     return;
   for (auto& pump : pumps_)
@@ -134,95 +134,41 @@ void WorkerGroup::finish_output_if_done() {
   output_finished_ = true;
 }
 
-WorkerGroup::Wakeup WorkerGroup::wait(int external_fd,
-                                      std::optional<std::chrono::milliseconds> timeout) {
-  Wakeup wakeup;
-  const auto deadline = timeout ? Clock::now() + *timeout : Clock::time_point::max();
-  for (;;) {
-    std::vector<pollfd> fds;
-    fds.push_back({signals_.fd(), POLLIN, 0});
-    if (external_fd >= 0)
-      fds.push_back({external_fd, POLLIN, 0});
-    const std::size_t first_pump = fds.size();
-    std::vector<OutputPump*> polled;
-    for (auto& pump : pumps_) {
-      if (!pump.open())
-        continue;
-      fds.push_back({pump.fd(), POLLIN, 0});
-      polled.push_back(&pump);
-    }
-    int timeout_ms = -1;
-    if (timeout) {
-      auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
-      timeout_ms = static_cast<int>(std::max<long long>(0, left.count()));
-    }
-    int ready = ::poll(fds.data(), fds.size(), timeout_ms);
-    if (ready < 0 && errno != EINTR) {
-      throw std::runtime_error(std::string("poll failed: ") + std::strerror(errno));
-    }
-    bool something_happened = false;
-    for (std::size_t i = first_pump; i < fds.size(); ++i) {
-      if (fds[i].revents != 0)
-        polled[i - first_pump]->on_readable();
-    }
-    if (fds[0].revents != 0) {
-      auto drained = signals_.drain();
-      if (drained.child_exited) {
-        reap();
-        something_happened = true;
-      }
-      if (!drained.handled_signals.empty()) {
-        wakeup.signals.insert(wakeup.signals.end(), drained.handled_signals.begin(),
-                              drained.handled_signals.end());
-        something_happened = true;
-      }
-    }
-    if (external_fd >= 0 && fds[1].revents != 0) {
-      wakeup.external_ready = true;
-      something_happened = true;
-    }
-    if (something_happened)
-      return wakeup;
-    if (timeout && Clock::now() >= deadline)
-      return wakeup;
-  }
-}
-
-std::vector<int> WorkerGroup::stop(int sig, std::chrono::duration<double> timeout) {
-  std::vector<int> seen;
+void WorkerGroup::signal_all(int sig) {
   stopping_ = true;
   reap();
   for (const auto& worker : workers_) {
     if (!worker.exit)
       signal_worker_group(worker.pid, sig);
   }
-  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(timeout);
-  while (!all_exited()) {
-    auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
-    if (left.count() <= 0)
-      break;
-    auto wakeup = wait(-1, left);
-    seen.insert(seen.end(), wakeup.signals.begin(), wakeup.signals.end());
+}
+
+void WorkerGroup::kill_all() {
+  stopping_ = true;
+  // Group only for exited workers: a reaped worker's pid may already belong to somebody else.
+  for (const auto& worker : workers_) {
+    if (worker.exit)
+      ::killpg(worker.pid, SIGKILL);
+    else
+      signal_worker_group(worker.pid, SIGKILL);
   }
-  // Grandchildren left behind in a worker's group go too, even when the worker itself exited
-  // (group only: a reaped worker's pid may already belong to somebody else).
-  for (const auto& worker : workers_)
-    ::killpg(worker.pid, SIGKILL);
-  kill_and_reap_bounded();
-  return seen;
 }
 
 void WorkerGroup::kill_and_reap_bounded() {
-  stopping_ = true;
-  for (const auto& worker : workers_) {
-    if (!worker.exit)
-      signal_worker_group(worker.pid, SIGKILL);
-  }
+  kill_all();
+  // SIGKILLed workers die at once unless stuck in uninterruptible sleep (NCCL, RDMA): wait
+  // for each on its pidfd, up to a bound, so the agent never hangs on one.
   const auto deadline = Clock::now() + kReapAfterKillLimit;
-  reap();
-  while (!all_exited() && Clock::now() < deadline) {
-    auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
-    wait(-1, left);
+  for (auto& worker : workers_) {
+    if (worker.exit)
+      continue;
+    OwnedFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, worker.pid, 0)));
+    if (pidfd) {
+      auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
+      pollfd exited{pidfd.get(), POLLIN, 0};
+      ::poll(&exited, 1, static_cast<int>(std::max<int64_t>(0, left.count())));
+    }
+    reap();
   }
 }
 

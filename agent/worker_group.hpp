@@ -1,7 +1,8 @@
 #pragma once
-// The local worker group of one round: starts every worker, pumps their output, observes
-// their exits through the signal channel's SIGCHLD, and stops them (the signal to each
-// process group, SIGKILL after the shutdown timeout). The destructor kills what still runs.
+// The local worker group of one round: starts every worker, holds the pipes of their copied
+// output, collects their exits, and signals them (each worker's whole process group). It does
+// not wait: the agent's event loop reaps on SIGCHLD, pumps output when a pipe is readable, and
+// times the SIGKILL after the shutdown timeout. The destructor kills what still runs.
 
 #include <sys/types.h>
 
@@ -12,7 +13,7 @@
 
 #include "agent/log_layout.hpp"
 #include "agent/output_pump.hpp"
-#include "agent/signal_channel.hpp"
+#include <signal.h>
 #include "agent/worker_env.hpp"
 #include "agent/worker_exit.hpp"
 
@@ -40,34 +41,36 @@ struct WorkerRecord {
 class WorkerGroup {
  public:
   // Starts every worker at once. Throws std::runtime_error (already started ones are killed).
-  WorkerGroup(const std::vector<WorkerLaunch>& launches, SignalChannel& signals);
+  // child_mask: the signal mask each worker starts with (the agent's mask before it blocked
+  // the signals it reads through its signal channel).
+  WorkerGroup(const std::vector<WorkerLaunch>& launches, const sigset_t& child_mask);
+  // Kills and reaps (bounded) whatever still runs.
   ~WorkerGroup();
   WorkerGroup(const WorkerGroup&) = delete;
   WorkerGroup& operator=(const WorkerGroup&) = delete;
 
-  struct Wakeup {
-    std::vector<int> signals;     // handled signals that arrived (not SIGCHLD)
-    bool external_ready = false;  // external_fd became readable
-  };
-  // Blocks until a worker exits, a handled signal arrives, external_fd is readable or
-  // timeout passes (nullopt: no timeout), pumping output meanwhile.
-  Wakeup wait(int external_fd, std::optional<std::chrono::milliseconds> timeout);
-
+  // Collects the exits of workers that ended (non-blocking; call on SIGCHLD). Reaps by pid
+  // only, so other children of the agent (stack capture tools) are left to their owners.
+  void reap();
   GroupState state() const;
   bool all_exited() const;
   const std::vector<WorkerRecord>& workers() const { return workers_; }
 
-  // Sends sig to every live worker's group, waits up to timeout for them to exit, then
-  // SIGKILLs the rest and waits (bounded) for them. Handled signals arriving meanwhile are
-  // returned so the caller can still act on them.
-  std::vector<int> stop(int sig, std::chrono::duration<double> timeout);
+  // Sends sig to every live worker's process group; from now on exits count as stopped by
+  // the agent, not as failures.
+  void signal_all(int sig);
+  // SIGKILL to every worker's process group, exited ones too: grandchildren left behind go.
+  void kill_all();
+
+  // The pipes through which the agent copies worker output (--tee, prefixes); wait for their
+  // fds to be readable and call on_readable().
+  std::vector<OutputPump>& pumps() { return pumps_; }
+  // Every worker exited: copies what is left in the pipes and flushes partial lines.
+  void finish_output();
 
  private:
-  void reap();
-  void finish_output_if_done();
   void kill_and_reap_bounded();
 
-  SignalChannel& signals_;
   std::vector<WorkerRecord> workers_;
   std::vector<OutputPump> pumps_;
   bool stopping_ = false;

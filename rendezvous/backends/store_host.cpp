@@ -63,11 +63,13 @@ bool should_host_store(const HostQuestion& q, const LocalIdentity& identity) {
   if (q.forced) {
     return *q.forced;
   }
-  if (q.local_addr) {
-    // Several agents may share this machine: only the one whose address is the endpoint hosts.
-    return q.endpoint_host == *q.local_addr ||
-           any_common(q.endpoint_addresses, q.local_addr_addresses);
+  if (q.local_addr && (q.endpoint_host == *q.local_addr ||
+                       any_common(q.endpoint_addresses, q.local_addr_addresses))) {
+    return true;
   }
+  // Otherwise an endpoint on this machine (loopback, or one of its names or addresses) may be
+  // hosted by any agent here, --local_addr or not: the first to bind hosts, the others find the
+  // port taken and become clients (torchrun's rule).
   if (q.endpoint_host == "localhost" || contains(identity.names, q.endpoint_host)) {
     return true;
   }

@@ -161,7 +161,7 @@ void RoundMachine::round_state_read(double now) {
       stop_workers(kSigterm, AfterStop::kReform);
       return;
     case RoundSignal::kRestartRequested:
-      notice("restart", "workers failed on another node: stopping the worker group to restart");
+      notice("peer_failure", "workers failed on another node: stopping the worker group to restart");
       stop_workers(kSigterm, AfterStop::kReform);
       return;
     case RoundSignal::kJobFailed:

@@ -39,7 +39,9 @@ struct Job {
             "--rdzv_id",
             "e2e",
             "--rdzv_conf",
-            rdzv_conf,
+            // Agents of one machine may all host a loopback endpoint (the first bind wins, as
+            // torchrun): pin the host so the tests know which agent a kill takes the store with.
+            rdzv_conf + (node == 2 ? ",is_host=1" : ",is_host=0"),
             "--local_addr",
             "127.0.0." + std::to_string(node),
             "--max_restarts",

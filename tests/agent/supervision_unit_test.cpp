@@ -11,7 +11,6 @@
 #include "agent/failure_summary.hpp"
 #include "agent/log_layout.hpp"
 #include "agent/log_prefix.hpp"
-#include "agent/run_policy.hpp"
 #include "agent/worker_env.hpp"
 #include "agent/worker_exit.hpp"
 #include "agent/worker_process.hpp"
@@ -160,16 +159,6 @@ TEST_CASE("group state applies gang semantics") {
   CHECK(group_state({WorkerExit{0}, E{}}) == GroupState::kRunning);
   CHECK(group_state({WorkerExit{0}, WorkerExit{0}}) == GroupState::kSucceeded);
   CHECK(group_state({E{}, WorkerExit{2}}) == GroupState::kFailed);
-}
-
-TEST_CASE("run loop decisions") {
-  CHECK(decide(GroupState::kRunning, RoundSignal::kNone) == LoopAction::kKeepRunning);
-  CHECK(decide(GroupState::kSucceeded, RoundSignal::kNone) == LoopAction::kExitBarrier);
-  CHECK(decide(GroupState::kFailed, RoundSignal::kJobFailed) == LoopAction::kReportFailure);
-  CHECK(decide(GroupState::kRunning, RoundSignal::kMembershipChange) == LoopAction::kReformRound);
-  CHECK(decide(GroupState::kRunning, RoundSignal::kRestartRequested) == LoopAction::kReformRound);
-  CHECK(decide(GroupState::kRunning, RoundSignal::kJobFailed) == LoopAction::kFailJob);
-  CHECK(exit_status_for_signal(SIGTERM) == 143);
 }
 
 TEST_CASE("failure summary has torchrun's layout with the job-wide root cause") {

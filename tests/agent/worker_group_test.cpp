@@ -2,6 +2,8 @@
 // with SIGTERM then SIGKILL, grandchildren, exec failures, and PDEATHSIG when the agent dies.
 #include "agent/worker_group.hpp"
 
+#include "agent/signal_channel.hpp"
+
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -31,12 +33,49 @@ WorkerLaunch shell_worker(int local_rank, const std::string& script) {
   return launch;
 }
 
-void wait_until_all_exited(WorkerGroup& group, std::chrono::seconds limit) {
+// What the agent's event loop does for a group, as a plain poll(): pumps output and reaps on
+// SIGCHLD, for up to `limit` or until something happened.
+void pump(WorkerGroup& group, SignalChannel& signals, std::chrono::milliseconds limit) {
+  std::vector<pollfd> fds{{signals.fd(), POLLIN, 0}};
+  std::vector<OutputPump*> polled;
+  for (auto& p : group.pumps()) {
+    if (p.open()) {
+      fds.push_back({p.fd(), POLLIN, 0});
+      polled.push_back(&p);
+    }
+  }
+  ::poll(fds.data(), fds.size(), static_cast<int>(limit.count()));
+  for (std::size_t i = 1; i < fds.size(); ++i) {
+    if (fds[i].revents != 0)
+      polled[i - 1]->on_readable();
+  }
+  if (fds[0].revents != 0 && signals.drain().child_exited) {
+    group.reap();
+    group.finish_output();
+  }
+}
+
+void wait_until_all_exited(WorkerGroup& group, SignalChannel& signals, std::chrono::seconds limit) {
   const auto deadline = Clock::now() + limit;
+  group.reap();
   while (!group.all_exited() && Clock::now() < deadline) {
-    group.wait(-1, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
+    pump(group, signals,
+         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
   }
   REQUIRE(group.all_exited());
+  group.finish_output();
+}
+
+// The agent's stop: the signal, SIGKILL after timeout, then wait for every exit.
+void stop_group(WorkerGroup& group, SignalChannel& signals, int sig,
+                std::chrono::milliseconds timeout) {
+  group.signal_all(sig);
+  const auto kill_at = Clock::now() + timeout;
+  while (!group.all_exited() && Clock::now() < kill_at) {
+    pump(group, signals, std::chrono::duration_cast<std::chrono::milliseconds>(kill_at - Clock::now()));
+  }
+  group.kill_all();
+  wait_until_all_exited(group, signals, std::chrono::seconds(5));
 }
 
 // Alive: exists and is not a zombie (an unreaped zombie no longer runs or holds resources).
@@ -100,8 +139,8 @@ TEST_CASE("worker output reaches the console prefixed, line by line, and tee fil
   quiet.logs.out.to_console = false;  // --local_ranks_filter excluded this stream
   CapturedConsole console;
   {
-    WorkerGroup group({quiet, teed}, signals);
-    wait_until_all_exited(group, std::chrono::seconds(10));
+    WorkerGroup group({quiet, teed}, signals.original_mask());
+    wait_until_all_exited(group, signals, std::chrono::seconds(10));
     CHECK(group.state() == GroupState::kSucceeded);
   }
   console.restore();
@@ -118,8 +157,8 @@ TEST_CASE("exit codes, signals and exec failures are recorded per worker") {
   WorkerLaunch missing = shell_worker(2, "");
   missing.argv = {"/nonexistent/worker"};
   CapturedConsole console;
-  WorkerGroup group({shell_worker(0, "exit 3"), shell_worker(1, "kill -9 $$"), missing}, signals);
-  wait_until_all_exited(group, std::chrono::seconds(10));
+  WorkerGroup group({shell_worker(0, "exit 3"), shell_worker(1, "kill -9 $$"), missing}, signals.original_mask());
+  wait_until_all_exited(group, signals, std::chrono::seconds(10));
   console.restore();
   CHECK(group.state() == GroupState::kFailed);
   CHECK(group.workers()[0].exit->exit_code == 3);
@@ -143,19 +182,19 @@ TEST_CASE("stop: the signal first, SIGKILL after the timeout, grandchildren incl
       shell_worker(1, "trap '' TERM; sleep 100 & echo $! > " + pid_file + ".tmp; mv " + pid_file +
                           ".tmp " + pid_file + "; echo ready; wait");
   CapturedConsole console;
-  WorkerGroup group({polite, stubborn}, signals);
+  WorkerGroup group({polite, stubborn}, signals.original_mask());
   // Both have installed their traps once each printed "ready" (seen by the console pump).
   const auto ready_deadline = Clock::now() + std::chrono::seconds(10);
   while (Clock::now() < ready_deadline && ::access(pid_file.c_str(), F_OK) != 0) {
-    group.wait(-1, std::chrono::milliseconds(20));
+    pump(group, signals, std::chrono::milliseconds(20));
   }
   REQUIRE(::access(pid_file.c_str(), F_OK) == 0);
-  group.wait(-1, std::chrono::milliseconds(100));  // let worker 0 reach its loop
+  pump(group, signals, std::chrono::milliseconds(100));  // let worker 0 reach its loop
   pid_t grandchild = 0;
   std::ifstream(pid_file) >> grandchild;
   REQUIRE(grandchild > 0);
   const auto started = Clock::now();
-  group.stop(SIGTERM, std::chrono::milliseconds(500));
+  stop_group(group, signals, SIGTERM, std::chrono::milliseconds(500));
   const auto took = Clock::now() - started;
   console.restore();
   REQUIRE(group.all_exited());
@@ -182,7 +221,7 @@ TEST_CASE("workers die with their agent even when it is SIGKILLed") {
     ::close(report[0]);
     SignalChannel signals({SIGTERM});
     WorkerGroup group({shell_worker(0, "exec sleep 100"), shell_worker(1, "exec sleep 100")},
-                      signals);
+                      signals.original_mask());
     for (const auto& worker : group.workers()) {
       [[maybe_unused]] auto n = ::write(report[1], &worker.pid, sizeof worker.pid);
     }

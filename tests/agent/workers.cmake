@@ -7,7 +7,6 @@ set(agent_supervision_sources
   ${PROJECT_SOURCE_DIR}/agent/log_layout.cpp
   ${PROJECT_SOURCE_DIR}/agent/log_prefix.cpp
   ${PROJECT_SOURCE_DIR}/agent/output_pump.cpp
-  ${PROJECT_SOURCE_DIR}/agent/run_policy.cpp
   ${PROJECT_SOURCE_DIR}/agent/signal_channel.cpp
   ${PROJECT_SOURCE_DIR}/agent/worker_env.cpp
   ${PROJECT_SOURCE_DIR}/agent/worker_exit.cpp
@@ -16,7 +15,7 @@ set(agent_supervision_sources
 add_library(ddprun_agent_supervision_for_tests STATIC ${agent_supervision_sources})
 target_include_directories(ddprun_agent_supervision_for_tests PUBLIC ${PROJECT_SOURCE_DIR})
 target_link_libraries(ddprun_agent_supervision_for_tests
-  PUBLIC Threads::Threads nlohmann_json::nlohmann_json PRIVATE ddprun::warnings)
+  PUBLIC ddprun_round Threads::Threads nlohmann_json::nlohmann_json PRIVATE ddprun::warnings)
 
 ddprun_add_test(NAME agent_supervision_unit_test
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/supervision_unit_test.cpp

@@ -346,12 +346,17 @@ TEST_CASE("store host: is_host wins, then --local_addr, then the machine's names
   local.local_addr = "127.0.0.2";
   local.local_addr_addresses = {"127.0.0.2"};
   CHECK(should_host_store(local, me));
+  // Another agent of the machine may host a loopback endpoint too: the bind decides.
   local.local_addr = "127.0.0.3";
   local.local_addr_addresses = {"127.0.0.3"};
-  CHECK_FALSE(should_host_store(local, me));
+  CHECK(should_host_store(local, me));
   local.local_addr = "node1";  // a name resolving to the endpoint's address
   local.local_addr_addresses = {"127.0.0.2"};
   CHECK(should_host_store(local, me));
+  // An endpoint on another machine is never hosted here, whatever --local_addr says.
+  local.endpoint_host = "node2";
+  local.endpoint_addresses = {"10.1.2.4"};
+  CHECK_FALSE(should_host_store(local, me));
 }
 
 TEST_CASE("store bind address: exact for numeric loopback, every interface otherwise") {

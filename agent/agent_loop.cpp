@@ -1,0 +1,384 @@
+#include "agent/agent_loop.hpp"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+
+#include "agent/error_file.hpp"
+#include "agent/failure_summary.hpp"
+#include "agent/log_prefix.hpp"
+#include "agent/rendezvous_setup.hpp"
+
+namespace ddprun::agent {
+
+namespace {
+
+namespace round = rendezvous::round;
+using Seconds = std::chrono::duration<double>;
+
+// How long SIGKILLed workers may take to be reaped before the agent gives up on them (a worker
+// in uninterruptible sleep cannot be reaped; the agent must not hang on it).
+constexpr std::chrono::seconds kReapAfterKillLimit{5};
+
+std::string this_host(const launcher::LaunchConfig& config) {
+  if (config.local_addr && !config.local_addr->empty())
+    return *config.local_addr;
+  char name[256] = {};
+  if (::gethostname(name, sizeof name - 1) != 0)
+    return "localhost";
+  return name;
+}
+
+// The entry point as the user gave it (torchrun's title shows it so: "train.py FAILED").
+std::string entry_name(const launcher::LaunchConfig& config) {
+  if (!config.entry_point.empty())
+    return config.entry_point;
+  return config.worker_argv.empty() ? std::string("ddprun") : config.worker_argv.front();
+}
+
+nlohmann::json round_fields(const RoundInfo& round) {
+  return {{"round", round.round},
+          {"group_rank", round.group_rank},
+          {"group_world_size", round.group_world_size},
+          {"world_size", round.world_size},
+          {"restart_count", round.restart_count},
+          {"master_addr", round.master_addr},
+          {"master_port", round.master_port},
+          {"run_id", round.run_id}};
+}
+
+nlohmann::json failure_fields(const WorkerFailure& failure) {
+  return {{"rank", failure.global_rank},    {"local_rank", failure.local_rank},
+          {"exit_code", failure.exit_code}, {"pid", failure.pid},
+          {"host", failure.host},           {"message", failure.message}};
+}
+
+Seconds::rep clamp_seconds(double s) { return std::max(s, 0.0); }
+
+template <class Timer>
+void expire_after(Timer& timer, double seconds) {
+  timer.expires_after(
+      std::chrono::duration_cast<std::chrono::steady_clock::duration>(Seconds(clamp_seconds(seconds))));
+}
+
+}  // namespace
+
+AgentLoop::AgentLoop(const launcher::LaunchConfig& config, SignalChannel& signals,
+                     EventLog& events)
+    : config_(config),
+      signals_(signals),
+      events_(events),
+      host_(this_host(config)),
+      logs_(config.log_dir),
+      inherited_env_(current_process_env()),
+      signal_fd_(io_, ::dup(signals.fd())),
+      kill_timer_(io_),
+      reap_timer_(io_) {
+  const char* templ = std::getenv("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE");
+  prefix_template_ = templ != nullptr ? templ : std::string(kDefaultPrefixTemplate);
+}
+
+AgentLoop::~AgentLoop() {
+  // Workers first (the destructor kills what still runs), then the rendezvous.
+  pump_fds_.clear();
+  group_.reset();
+  driver_.reset();
+}
+
+int AgentLoop::run() {
+  try {
+    RendezvousSetup setup = set_up_rendezvous(config_, io_);
+    rendezvous_store_ = std::move(setup.hosted_store);
+    workers_store_addr_ = setup.workers_store_addr;
+    driver_ = std::make_unique<rendezvous::backends::RoundDriver>(
+        io_, std::move(setup.machine), std::move(setup.backend), *this);
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "ddprun: rendezvous failed: %s\n", error.what());
+    events_.record("exit", {{"exit_code", round::kExitFailure},
+                            {"reason", std::string("rendezvous error: ") + error.what()}});
+    return round::kExitFailure;
+  }
+  watch_signals();
+  driver_->begin();
+  if (!exit_status_) {
+    io_.run();
+  }
+  if (!exit_status_) {
+    std::fprintf(stderr, "ddprun: internal error: the agent's event loop ran out of work\n");
+    return round::kExitFailure;
+  }
+  return *exit_status_;
+}
+
+void AgentLoop::watch_signals() {
+  signal_fd_.async_wait(boost::asio::posix::stream_descriptor::wait_read,
+                        [this](const boost::system::error_code& error) {
+                          if (!error) {
+                            on_signals();
+                          }
+                        });
+}
+
+void AgentLoop::on_signals() {
+  const SignalChannel::Drained drained = signals_.drain();
+  if (drained.child_exited && group_) {
+    group_->reap();
+    after_reap();
+  }
+  for (int sig : drained.handled_signals) {
+    if (exit_status_) {
+      break;
+    }
+    driver_->feed(round::SignalReceived{sig});
+  }
+  if (!exit_status_) {
+    watch_signals();
+  }
+}
+
+void AgentLoop::watch_pump(std::size_t index) {
+  auto& descriptor = pump_fds_[index];
+  if (!descriptor) {
+    return;
+  }
+  descriptor->async_wait(boost::asio::posix::stream_descriptor::wait_read,
+                         [this, index](const boost::system::error_code& error) {
+                           if (error || !group_ || index >= group_->pumps().size()) {
+                             return;
+                           }
+                           OutputPump& pump = group_->pumps()[index];
+                           pump.on_readable();
+                           if (pump.open()) {
+                             watch_pump(index);
+                           } else {
+                             pump_fds_[index].reset();
+                           }
+                         });
+}
+
+void AgentLoop::host_workers_store(uint64_t /*round*/) {
+  workers_store_.reset();
+  try {
+    rendezvous::store::StoreServerOptions options;
+    options.host = config_.standalone ? "127.0.0.1" : "0.0.0.0";
+    options.port = 0;
+    workers_store_ = rendezvous::store::StoreServer::start(options);
+    driver_->feed(round::WorkersStoreHosted{workers_store_addr_, workers_store_->port()});
+  } catch (const std::exception& error) {
+    driver_->feed(round::WorkersStoreFailed{error.what()});
+  }
+}
+
+std::vector<WorkerLaunch> AgentLoop::plan_workers(const RoundInfo& round) {
+  if (config_.worker_argv.empty())
+    throw std::runtime_error("no worker command was given");
+  const std::string attempt_dir =
+      logs_.prepare_attempt(round.run_id, round.restart_count, config_.nproc_per_node);
+  std::vector<WorkerLaunch> launches;
+  for (int local_rank = 0; local_rank < config_.nproc_per_node; ++local_rank) {
+    WorkerLaunch launch;
+    launch.local_rank = local_rank;
+    launch.global_rank = round.base_global_rank + local_rank;
+    launch.argv = config_.worker_argv;
+    launch.logs = plan_worker_logs(config_, attempt_dir, local_rank);
+    launch.env =
+        build_worker_env(config_, round, {inherited_env_, local_rank, launch.logs.error_file});
+    launch.console_prefix = expand_prefix_template(
+        prefix_template_, {config_.role, launch.global_rank, local_rank, host_});
+    launches.push_back(std::move(launch));
+  }
+  return launches;
+}
+
+void AgentLoop::start_workers(const RoundInfo& round) {
+  pump_fds_.clear();
+  group_.reset();
+  round_ = round;
+  outcome_reported_ = false;
+  stopping_ = false;
+  events_.record("round_formed", round_fields(round));
+  try {
+    group_.emplace(plan_workers(round), signals_.original_mask());
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "ddprun: cannot start the workers: %s\n", error.what());
+    WorkerFailure failure;
+    failure.timestamp_s = unix_time_now();
+    failure.host = host_;
+    failure.global_rank = round.base_global_rank;
+    failure.local_rank = 0;
+    failure.exit_code = 1;
+    failure.message = std::string("cannot start the workers: ") + error.what();
+    outcome_reported_ = true;
+    report_local_failures({failure});
+    driver_->feed(round::WorkersFailed{{failure}});
+    return;
+  }
+  nlohmann::json fields = round_fields(round);
+  nlohmann::json pids = nlohmann::json::array();
+  for (const auto& worker : group_->workers())
+    pids.push_back(worker.pid);
+  fields["pids"] = pids;
+  events_.record("workers_started", fields);
+  for (std::size_t i = 0; i < group_->pumps().size(); ++i) {
+    OutputPump& pump = group_->pumps()[i];
+    pump_fds_.push_back(pump.open() ? std::make_unique<boost::asio::posix::stream_descriptor>(
+                                          io_, ::dup(pump.fd()))
+                                    : nullptr);
+    watch_pump(i);
+  }
+  // Workers that exited before the loop looked are reaped on their SIGCHLD, already pending.
+}
+
+std::vector<WorkerFailure> AgentLoop::local_failures() const {
+  std::vector<WorkerFailure> failures;
+  for (const auto& worker : group_->workers()) {
+    if (!worker.exit || worker.exit->succeeded() || worker.stopped_by_agent)
+      continue;
+    WorkerFailure failure;
+    failure.timestamp_s = worker.exit_time_s;
+    failure.host = host_;
+    failure.global_rank = worker.global_rank;
+    failure.local_rank = worker.local_rank;
+    failure.exit_code = worker.exit->exit_code;
+    failure.pid = worker.pid;
+    failure.message = default_failure_message(*worker.exit, worker.pid);
+    if (auto content = read_error_file(worker.error_file)) {
+      failure.error_file = worker.error_file;
+      failure.message = content->message;
+      if (content->timestamp_s)
+        failure.timestamp_s = *content->timestamp_s;
+    }
+    failures.push_back(std::move(failure));
+  }
+  std::sort(failures.begin(), failures.end(),
+            [](const auto& a, const auto& b) { return a.timestamp_s < b.timestamp_s; });
+  return failures;
+}
+
+void AgentLoop::report_local_failures(const std::vector<WorkerFailure>& failures) {
+  for (const auto& failure : failures) {
+    const std::string how =
+        failure.exit_code < 0 ? "killed by " + signal_name(-failure.exit_code)
+                              : "exit code " + std::to_string(failure.exit_code);
+    std::fprintf(stderr, "ddprun: worker rank %d (local_rank %d, pid %d) failed: %s\n",
+                 failure.global_rank, failure.local_rank, failure.pid, how.c_str());
+    events_.record("failure", failure_fields(failure));
+  }
+  std::fflush(stderr);
+}
+
+void AgentLoop::after_reap() {
+  if (!group_) {
+    return;
+  }
+  if (stopping_) {
+    if (group_->all_exited()) {
+      workers_gone();
+    }
+    return;
+  }
+  if (outcome_reported_) {
+    return;
+  }
+  switch (group_->state()) {
+    case GroupState::kRunning:
+      return;
+    case GroupState::kSucceeded:
+      outcome_reported_ = true;
+      group_->finish_output();
+      events_.record("workers_succeeded", {{"round", round_ ? round_->round : 0}});
+      driver_->feed(round::WorkersSucceeded{});
+      return;
+    case GroupState::kFailed: {
+      outcome_reported_ = true;
+      std::vector<WorkerFailure> failures = local_failures();
+      report_local_failures(failures);
+      driver_->feed(round::WorkersFailed{std::move(failures)});
+      return;
+    }
+  }
+}
+
+void AgentLoop::stop_workers(int signal) {
+  if (!group_ || group_->all_exited()) {
+    workers_gone();
+    return;
+  }
+  stopping_ = true;
+  // The same signal first (a trainer snapshots on SIGTERM), SIGKILL after the timeout.
+  group_->signal_all(signal);
+  expire_after(kill_timer_, config_.shutdown_timeout_s);
+  kill_timer_.async_wait([this](const boost::system::error_code& error) {
+    if (error || !group_ || !stopping_) {
+      return;
+    }
+    group_->kill_all();
+    expire_after(reap_timer_, static_cast<double>(kReapAfterKillLimit.count()));
+    reap_timer_.async_wait([this](const boost::system::error_code& reap_error) {
+      if (reap_error || !group_ || !stopping_) {
+        return;
+      }
+      std::fprintf(stderr,
+                   "ddprun: warning: some workers could not be reaped %lld s after SIGKILL "
+                   "(uninterruptible sleep?); going on without them\n",
+                   static_cast<long long>(kReapAfterKillLimit.count()));
+      workers_gone();
+    });
+  });
+  after_reap();  // signal_all reaped: maybe every worker is gone already
+}
+
+void AgentLoop::workers_gone() {
+  kill_timer_.cancel();
+  reap_timer_.cancel();
+  if (group_) {
+    group_->kill_all();  // grandchildren left in the workers' process groups go too
+    group_->finish_output();
+  }
+  pump_fds_.clear();
+  group_.reset();
+  stopping_ = false;
+  driver_->feed(round::WorkersStopped{});
+}
+
+void AgentLoop::notice(const round::Notice& notice) {
+  std::fprintf(stderr, "ddprun: %s\n", notice.text.c_str());
+  std::fflush(stderr);
+  static constexpr const char* kRecorded[] = {"restart", "membership_change", "node_lost",
+                                              "signal"};
+  if (std::find(std::begin(kRecorded), std::end(kRecorded), notice.kind) != std::end(kRecorded)) {
+    events_.record(notice.kind, {{"round", notice.round}, {"message", notice.text}});
+  }
+}
+
+void AgentLoop::write_agent_error_file(const std::vector<WorkerFailure>& failures) const {
+  // torchrun's @record on main: the scheduler above may have given the agent its own file.
+  const char* path = std::getenv("TORCHELASTIC_ERROR_FILE");
+  if (path == nullptr || *path == '\0' || failures.empty())
+    return;
+  const WorkerFailure& root = failures.front();
+  std::string worker_json;
+  if (!root.error_file.empty()) {
+    worker_json = read_text_file(root.error_file, 1 << 20).value_or("");
+  }
+  write_text_file(path, agent_error_file_json(worker_json, root.message, root.timestamp_s,
+                                              root.exit_code));
+}
+
+void AgentLoop::finished(const round::Finish& finish) {
+  if (!finish.failures.empty() && finish.exit_status == round::kExitFailure) {
+    std::fputs(format_failure_summary(entry_name(config_), finish.failures).c_str(), stderr);
+    write_agent_error_file(finish.failures);
+  } else if (finish.exit_status == round::kExitFailure) {
+    std::fprintf(stderr, "ddprun: %s\n", finish.reason.c_str());
+  }
+  std::fflush(stderr);
+  events_.record("exit", {{"exit_code", finish.exit_status}, {"reason", finish.reason}});
+  exit_status_ = finish.exit_status;
+  io_.stop();
+}
+
+}  // namespace ddprun::agent

@@ -1,0 +1,88 @@
+#include "rendezvous/backends/round_driver.hpp"
+
+#include <chrono>
+
+namespace ddprun::rendezvous::backends {
+namespace {
+
+template <class... Ts>
+struct Overloaded : Ts... {
+  using Ts::operator()...;
+};
+
+}  // namespace
+
+double monotonic_now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+RoundDriver::RoundDriver(boost::asio::io_context& io, round::MachineConfig config,
+                         std::unique_ptr<KvBackend> backend, RoundListener& listener)
+    : io_(io),
+      machine_(std::move(config)),
+      backend_(std::move(backend)),
+      listener_(listener),
+      timer_(io) {}
+
+void RoundDriver::feed(round::MachineEvent event) {
+  queue_.push_back(std::move(event));
+  if (stepping_) {
+    return;  // a listener fed an event from inside carry_out(): it runs after this one
+  }
+  stepping_ = true;
+  while (!queue_.empty()) {
+    round::MachineEvent next = std::move(queue_.front());
+    queue_.pop_front();
+    machine_.step(next, monotonic_now_s());
+    carry_out();
+  }
+  stepping_ = false;
+  arm_timer();
+}
+
+void RoundDriver::carry_out() {
+  for (auto& effect : machine_.take_effects()) {
+    std::visit(Overloaded{
+                   [&](round::IssueKv& issue) {
+                     const uint64_t id = issue.id;
+                     std::weak_ptr<bool> alive = alive_;
+                     backend_->start(id, std::move(issue.op),
+                                     [this, id, alive](round::KvResult result) {
+                                       if (!alive.expired()) {
+                                         feed(round::KvAnswered{id, std::move(result)});
+                                       }
+                                     });
+                   },
+                   [&](round::CancelKv& cancel) { backend_->cancel(cancel.id); },
+                   [&](round::HostWorkersStore& host) { listener_.host_workers_store(host.round); },
+                   [&](round::StartWorkers& start) { listener_.start_workers(start.round); },
+                   [&](round::StopWorkers& stop) { listener_.stop_workers(stop.signal); },
+                   [&](round::Notice& notice) { listener_.notice(notice); },
+                   [&](round::Finish& finish) {
+                     timer_.cancel();
+                     listener_.finished(finish);
+                   },
+               },
+               effect);
+  }
+}
+
+void RoundDriver::arm_timer() {
+  const auto deadline = machine_.next_deadline();
+  if (!deadline || machine_.finished()) {
+    timer_.cancel();
+    return;
+  }
+  const double wait_s = std::max(*deadline - monotonic_now_s(), 0.0);
+  timer_.expires_after(std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      std::chrono::duration<double>(wait_s)));
+  std::weak_ptr<bool> alive = alive_;
+  timer_.async_wait([this, alive](const boost::system::error_code& error) {
+    if (!error && !alive.expired()) {
+      feed(round::TimerFired{});
+    }
+  });
+}
+
+}  // namespace ddprun::rendezvous::backends

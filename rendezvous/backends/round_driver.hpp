@@ -1,0 +1,67 @@
+#pragma once
+// Drives one node's round machine on an Asio io_context: carries its key-value ops out through
+// a KvBackend, arms one timer for its next deadline, reads the monotonic clock for every event,
+// and hands the decisions meant for the agent (start or stop workers, host the workers' store,
+// notices, the end) to a RoundListener. The agent's run loop uses one; the scale simulator runs
+// thousands in one process.
+//
+// Threading: single-threaded on the io_context. Listener calls come from inside feed() or from
+// a completion on the io_context; a listener may call feed() again from inside them (events are
+// queued, never nested).
+
+#include <deque>
+#include <memory>
+
+#include "rendezvous/backends/kv_backend.hpp"
+#include "rendezvous/round/round_machine.hpp"
+#include "rendezvous/store/asio.hpp"
+
+namespace ddprun::rendezvous::backends {
+
+class RoundListener {
+ public:
+  virtual ~RoundListener() = default;
+  // Start a store for this round's workers; answer with WorkersStoreHosted/WorkersStoreFailed.
+  virtual void host_workers_store(uint64_t round) = 0;
+  virtual void start_workers(const round::RoundInfo& round) = 0;
+  // Answer with WorkersStopped once every worker has been reaped.
+  virtual void stop_workers(int signal) = 0;
+  virtual void notice(const round::Notice& notice) = 0;
+  virtual void finished(const round::Finish& finish) = 0;
+};
+
+class RoundDriver {
+ public:
+  RoundDriver(boost::asio::io_context& io, round::MachineConfig config,
+              std::unique_ptr<KvBackend> backend, RoundListener& listener);
+  RoundDriver(const RoundDriver&) = delete;
+  RoundDriver& operator=(const RoundDriver&) = delete;
+
+  void begin() { feed(round::Begin{}); }
+  // An event from the agent (workers, signals, the workers' store); the time is read here.
+  void feed(round::MachineEvent event);
+
+  bool finished() const { return machine_.finished(); }
+  const round::RoundMachine& machine() const { return machine_; }
+  KvBackend& backend() { return *backend_; }
+
+ private:
+  void carry_out();
+  void arm_timer();
+
+  boost::asio::io_context& io_;
+  round::RoundMachine machine_;
+  std::unique_ptr<KvBackend> backend_;
+  RoundListener& listener_;
+  boost::asio::steady_timer timer_;
+  std::deque<round::MachineEvent> queue_;
+  bool stepping_ = false;
+  // Guards completions that outlive this driver (the backend is destroyed with it, dropping
+  // its pending completions, but a timer handler may already be queued).
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+};
+
+// Seconds on the monotonic clock, the machine's time.
+double monotonic_now_s();
+
+}  // namespace ddprun::rendezvous::backends
