@@ -28,6 +28,12 @@ bool HeartbeatMonitor::observe(int64_t counter, double now_s) {
   return lost_;
 }
 
+void HeartbeatMonitor::forgive(double now_s) {
+  if (!lost_) {
+    last_change_s_ = now_s;
+  }
+}
+
 std::string HeartbeatMonitor::digest() const {
   return std::to_string(last_counter_.value_or(-1)) + "@" + std::to_string(last_change_s_) +
          (lost_ ? "!" : "");

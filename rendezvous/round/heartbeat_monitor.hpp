@@ -15,6 +15,9 @@ class HeartbeatMonitor {
 
   // Returns true once the peer counts as lost (and keeps returning true).
   bool observe(int64_t counter, double now_s);
+  // The store itself stalled (our probe waited long for its answer): nobody could beat
+  // meanwhile, so the silence so far is not the peer's. Counting restarts at now_s.
+  void forgive(double now_s);
 
   // How often the counter should be read. With it, a peer that stops at time t is declared lost
   // by t + keep_alive_interval x keep_alive_max_attempt (for max_attempt >= 2), and a healthy

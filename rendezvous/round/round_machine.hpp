@@ -177,6 +177,7 @@ class RoundMachine {
     bool heartbeats = false;
     double next_beat_s = 0;
     double next_probe_s = 0;
+    double probe_issued_s = 0;
     bool beat_outstanding = false;
     bool probe_outstanding = false;
     std::optional<HeartbeatMonitor> monitor;

@@ -73,6 +73,7 @@ void RoundMachine::watch_timer(double now) {
         issue(Step::kProbe, KvProbe{keys_.heartbeat(f.round, f.assignment.neighbor_slot)},
               Group::kWatch);
         watch_.probe_outstanding = true;
+        watch_.probe_issued_s = now;
       }
       watch_.next_probe_s = now + watch_.monitor->check_period_s();
     }
@@ -87,6 +88,9 @@ void RoundMachine::probe_answered(const KvLiveness& liveness, double now) {
   watch_.probe_outstanding = false;
   if (!watch_.monitor || watch_.declared_loss) {
     return;
+  }
+  if (now - watch_.probe_issued_s > watch_.monitor->check_period_s()) {
+    watch_.monitor->forgive(now);  // the store stalled, not the peer
   }
   bool lost = false;
   if (liveness.gone && watch_.neighbor_seen) {
@@ -121,7 +125,9 @@ void RoundMachine::declare_loss(double /*now*/) {
   const auto count = interrupt.size();
   issue(Step::kInterrupt, KvMultiSet{std::move(interrupt), std::vector<std::string>(count, "interrupted")},
         Group::kWatch);
-  issue(Step::kLostRecordRead, KvGet{keys_.node(r, f.assignment.neighbor_slot)}, Group::kWatch);
+  // Only for the notice; in the flow group so the re-form the loss causes does not drop it.
+  issue(Step::kLostRecordRead, KvGet{keys_.node(r, f.assignment.neighbor_slot)}, Group::kFlow,
+        f.assignment.neighbor_slot);
 }
 
 void RoundMachine::read_round_state() {
@@ -213,7 +219,7 @@ void RoundMachine::on_running_reply(const Pending& pending, const KvResult& resu
       }
       return;
     case Step::kLostRecordRead: {
-      const int slot = current_->assignment.neighbor_slot;
+      const int slot = static_cast<int>(pending.aux);
       std::string who = "in slot " + std::to_string(slot);
       if (const auto& text = value_of(result)) {
         try {
