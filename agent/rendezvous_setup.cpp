@@ -73,9 +73,13 @@ Endpoint c10d_endpoint(const launcher::LaunchConfig& config, const round::RdzvSe
   question.forced = settings.is_host;
   question.local_addr = config.local_addr;
   question.endpoint_host = endpoint.host;
-  question.endpoint_addresses = backends::resolve_numeric(endpoint.host);
-  if (config.local_addr) {
-    question.local_addr_addresses = backends::resolve_numeric(*config.local_addr);
+  // is_host decides alone: no name lookups then (they can be slow, and a scale test runs
+  // thousands of agents).
+  if (!question.forced) {
+    question.endpoint_addresses = backends::resolve_numeric(endpoint.host);
+    if (config.local_addr) {
+      question.local_addr_addresses = backends::resolve_numeric(*config.local_addr);
+    }
   }
   const bool host = backends::should_host_store(
       question, question.forced ? backends::LocalIdentity{} : backends::local_identity());

@@ -1,0 +1,253 @@
+// The rendezvous at scale, on one machine: N headless agents (the real round machine, driver
+// and StoreKv backend; no worker processes) on one event loop in this process, against one
+// real ddprun-store process. Per N it measures, with medians over --repeats:
+//   form     from every agent's start to every agent running the round;
+//   leave    from one agent stopped by SIGTERM to the N-1 others running the next round;
+//   crash    from one agent SIGKILLed (its connections just close) to the others running the
+//            next round; this includes the heartbeat loss threshold (keep_alive_interval x
+//            keep_alive_max_attempt), printed beside it.
+// Usage: rendezvous_sim --store PATH [--agents 1024,4096,16384] [--repeats 3] [--no-crash]
+
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "agent/headless_agent.hpp"
+
+extern char** environ;
+
+namespace {
+
+using namespace ddprun;
+using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+constexpr double kKeepAliveS = 2;
+constexpr int kKeepAliveAttempts = 2;
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// ddprun-store on a free loopback port, stopped on destruction.
+class StoreProcess {
+ public:
+  explicit StoreProcess(const std::string& binary) {
+    int out[2];
+    if (::pipe(out) != 0) {
+      throw std::runtime_error("pipe failed");
+    }
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
+    posix_spawn_file_actions_addclose(&actions, out[0]);
+    std::vector<std::string> args = {binary, "--host", "127.0.0.1", "--port", "0"};
+    std::vector<char*> argv;
+    for (auto& a : args) {
+      argv.push_back(a.data());
+    }
+    argv.push_back(nullptr);
+    if (posix_spawn(&pid_, binary.c_str(), &actions, nullptr, argv.data(), environ) != 0) {
+      throw std::runtime_error("cannot start " + binary);
+    }
+    posix_spawn_file_actions_destroy(&actions);
+    ::close(out[1]);
+    std::string line;
+    char c = 0;
+    while (::read(out[0], &c, 1) == 1 && c != '\n') {
+      line.push_back(c);
+    }
+    ::close(out[0]);
+    port_ = static_cast<uint16_t>(std::stoi(line.substr(line.rfind(':') + 1)));
+  }
+  ~StoreProcess() {
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+  }
+  uint16_t port() const { return port_; }
+
+ private:
+  pid_t pid_ = -1;
+  uint16_t port_ = 0;
+};
+
+launcher::LaunchConfig agent_config(uint16_t port, int nodes, int index) {
+  launcher::LaunchConfig c;
+  c.rdzv_backend = "c10d";
+  c.rdzv_host = "127.0.0.1";
+  c.rdzv_port = port;
+  c.rdzv_id = "sim";
+  c.rdzv_conf = {{"is_host", "0"},
+                 {"join_timeout", "300"},
+                 {"last_call_timeout", "5"},
+                 {"close_timeout", "120"},
+                 {"read_timeout", "120"},
+                 {"keep_alive_interval", std::to_string(kKeepAliveS)},
+                 {"keep_alive_max_attempt", std::to_string(kKeepAliveAttempts)}};
+  char name[32];
+  std::snprintf(name, sizeof name, "sim-%06d", index);
+  c.local_addr = name;
+  // MIN two below MAX: after a leave and a crash the survivors re-form without a replacement.
+  c.min_nodes = std::max(1, nodes - 2);
+  c.max_nodes = nodes;
+  c.nproc_per_node = 8;
+  return c;
+}
+
+struct Sample {
+  double form_s = 0;
+  double leave_s = 0;
+  double crash_s = 0;
+};
+
+class Simulation {
+ public:
+  Simulation(const std::string& store_binary, int nodes) : store_(store_binary), nodes_(nodes) {
+    agents_.reserve(static_cast<std::size_t>(nodes));
+    for (int i = 0; i < nodes; ++i) {
+      agents_.push_back(
+          std::make_unique<agent::HeadlessAgent>(io_, agent_config(store_.port(), nodes, i)));
+    }
+  }
+  ~Simulation() {
+    for (auto& a : agents_) {
+      a->crash();
+    }
+    for (auto& a : retired_) {
+      a->crash();
+    }
+  }
+
+  Sample run(bool crash) {
+    Sample sample;
+    const auto start = Clock::now();
+    for (auto& a : agents_) {
+      a->begin();
+    }
+    wait_for_round(1, nodes_, "forming");
+    sample.form_s = seconds_since(start);
+
+    const auto leave = Clock::now();
+    // Kept alive (its leave is asynchronous) but no longer part of the job.
+    retired_.push_back(std::move(agents_.back()));
+    agents_.pop_back();
+    retired_.back()->signal(SIGTERM);
+    wait_for_round(2, nodes_ - 1, "re-forming after a leave");
+    sample.leave_s = seconds_since(leave);
+
+    if (crash) {
+      const auto killed = Clock::now();
+      agents_.back()->crash();
+      agents_.pop_back();
+      wait_for_round(3, nodes_ - 2, "re-forming after a crash");
+      sample.crash_s = seconds_since(killed);
+    }
+    return sample;
+  }
+
+ private:
+  void wait_for_round(std::size_t rounds, int expected_size, const char* what) {
+    const auto deadline = Clock::now() + 600s;
+    for (;;) {
+      const bool done = std::all_of(agents_.begin(), agents_.end(), [&](const auto& a) {
+        return a->running() && a->rounds().size() >= rounds &&
+               a->round()->group_world_size == expected_size;
+      });
+      if (done) {
+        return;
+      }
+      for (const auto& a : agents_) {
+        if (a->finish()) {
+          throw std::runtime_error(std::string(what) + ": agent " + a->name() +
+                                   " ended: " + a->finish()->reason);
+        }
+      }
+      if (Clock::now() > deadline) {
+        throw std::runtime_error(std::string(what) + " took over 600 s");
+      }
+      io_.restart();
+      io_.run_for(5ms);
+    }
+  }
+
+  StoreProcess store_;
+  int nodes_;
+  boost::asio::io_context io_;
+  std::vector<std::unique_ptr<agent::HeadlessAgent>> agents_;
+  std::vector<std::unique_ptr<agent::HeadlessAgent>> retired_;
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+std::vector<int> parse_list(const std::string& text) {
+  std::vector<int> out;
+  std::stringstream in(text);
+  for (std::string item; std::getline(in, item, ',');) {
+    out.push_back(std::stoi(item));
+  }
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string store = "ddprun-store";
+  std::vector<int> sizes = {256, 1024, 4096, 16384};
+  int repeats = 3;
+  bool crash = true;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--store" && i + 1 < argc) {
+      store = argv[++i];
+    } else if (arg == "--agents" && i + 1 < argc) {
+      sizes = parse_list(argv[++i]);
+    } else if (arg == "--repeats" && i + 1 < argc) {
+      repeats = std::stoi(argv[++i]);
+    } else if (arg == "--no-crash") {
+      crash = false;
+    } else {
+      std::cerr << "usage: rendezvous_sim --store PATH [--agents N,N,...] [--repeats R] "
+                   "[--no-crash]\n";
+      return 2;
+    }
+  }
+  ::signal(SIGPIPE, SIG_IGN);
+  std::printf("Rendezvous scale simulator: headless agents on one event loop, one ddprun-store\n");
+  std::printf("(medians of %d runs; crash includes the loss threshold of %.1f s)\n\n", repeats,
+              kKeepAliveS * kKeepAliveAttempts);
+  std::printf("| agents | form (s) | re-form after a leave (s) | re-form after a crash (s) |\n");
+  std::printf("|---:|---:|---:|---:|\n");
+  for (int n : sizes) {
+    std::vector<double> form, leave, killed;
+    try {
+      for (int r = 0; r < repeats; ++r) {
+        Simulation sim(store, n);
+        const Sample s = sim.run(crash && n >= 3);
+        form.push_back(s.form_s);
+        leave.push_back(s.leave_s);
+        killed.push_back(s.crash_s);
+      }
+    } catch (const std::exception& error) {
+      std::printf("| %d | FAILED: %s | | |\n", n, error.what());
+      std::fflush(stdout);
+      continue;
+    }
+    std::printf("| %d | %.3f | %.3f | %s |\n", n, median(form), median(leave),
+                crash ? std::to_string(median(killed)).substr(0, 6).c_str() : "-");
+    std::fflush(stdout);
+  }
+  return 0;
+}
