@@ -6,8 +6,10 @@ set -euo pipefail
 PACKAGES=(
   # toolchain
   build-essential cmake ninja-build pkg-config git clang libclang-rt-14-dev
-  # launcher, agent, rendezvous
-  libboost-dev libboost-program-options-dev nlohmann-json3-dev
+  # launcher, agent, rendezvous (OpenSSL: https to etcd members)
+  libboost-dev libboost-program-options-dev nlohmann-json3-dev libssl-dev
+  # etcd rendezvous backend: tests start their own members; openssl makes their test CA
+  etcd-server openssl
   # tests
   catch2 python3-torch procps iproute2 psmisc
   # worker runtime (LibTorch CPU, Gloo headers, fast BLAS, YAML configs)
