@@ -43,6 +43,10 @@ HttpFailure failure_of(const boost::system::error_code& ec) {
   if (is_closed_by_peer(ec)) {
     return HttpFailure::kBroken;
   }
+  if (ec.category() == net::error::get_ssl_category()) {
+    // A TLS alert (with TLS 1.3, a refused client certificate arrives after the request).
+    return HttpFailure::kTls;
+  }
   return is_parse_error(ec) ? HttpFailure::kProtocol : HttpFailure::kBroken;
 }
 

@@ -27,7 +27,7 @@ namespace ddprun::rendezvous::backends::etcd {
 enum class HttpFailure {
   kNone,
   kConnect,   // name resolution or TCP connect failed (refused, unreachable, timed out)
-  kTls,       // the TLS handshake failed (certificate, protocol)
+  kTls,       // TLS failed: handshake, certificate, or an alert (the request was refused)
   kBroken,    // the connection broke after it was made (reset, closed, stream ended)
   kTimeout,   // no complete answer before the deadline
   kProtocol,  // the reply was not well-formed HTTP or broke a limit
