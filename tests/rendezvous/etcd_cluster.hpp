@@ -23,6 +23,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
 #include <sstream>
@@ -128,6 +129,28 @@ class EtcdCluster {
   }
   bool running(int member) const { return members_.at(static_cast<std::size_t>(member)).pid > 0; }
 
+  // The member that leads the cluster now (plain-HTTP clusters), or -1 if none says so.
+  int leader() const {
+    for (int i = 0; i < size(); ++i) {
+      const auto& m = members_[static_cast<std::size_t>(i)];
+      if (m.pid <= 0) {
+        continue;
+      }
+      const std::string reply =
+          http_request("POST", m.host, m.client_port, "/v3/maintenance/status", "{}");
+      const auto body = reply.find("\r\n\r\n");
+      if (body == std::string::npos) {
+        continue;
+      }
+      const auto status = nlohmann::json::parse(reply.substr(body + 4), nullptr, false);
+      if (status.is_object() && status.contains("leader") && status.contains("header") &&
+          status["leader"] == status["header"]["member_id"]) {
+        return i;
+      }
+    }
+    return -1;
+  }
+
   // Polls the member's /health until it reports a healthy cluster (it has a leader).
   void wait_healthy(int member, std::chrono::milliseconds timeout) {
     const auto& m = members_.at(static_cast<std::size_t>(member));
@@ -136,7 +159,7 @@ class EtcdCluster {
       if (m.pid <= 0 || exited(m)) {
         throw std::runtime_error("etcd member " + m.name + " exited: " + log_tail(m));
       }
-      const std::string reply = http_get(m.host, m.metrics_port, "/health");
+      const std::string reply = http_request("GET", m.host, m.metrics_port, "/health", "");
       if (reply.find("\"health\":\"true\"") != std::string::npos) {
         return;
       }
@@ -304,9 +327,10 @@ class EtcdCluster {
     return text;
   }
 
-  // A plain HTTP/1.0 GET with short timeouts; "" on any failure.
-  static std::string http_get(const std::string& host, std::uint16_t port,
-                              const std::string& path) {
+  // A plain HTTP/1.0 request with short timeouts; the whole reply, "" on any failure.
+  static std::string http_request(const std::string& method, const std::string& host,
+                                  std::uint16_t port, const std::string& path,
+                                  const std::string& body) {
     const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     timeval timeout{1, 0};
     ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
@@ -317,7 +341,9 @@ class EtcdCluster {
     ::inet_pton(AF_INET, host.c_str(), &address.sin_addr);
     std::string reply;
     if (::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0) {
-      const std::string request = "GET " + path + " HTTP/1.0\r\nHost: " + host + "\r\n\r\n";
+      const std::string request = method + " " + path + " HTTP/1.0\r\nHost: " + host +
+                                  "\r\nContent-Length: " + std::to_string(body.size()) +
+                                  "\r\n\r\n" + body;
       if (::send(fd, request.data(), request.size(), MSG_NOSIGNAL) ==
           static_cast<ssize_t>(request.size())) {
         char buffer[4096];
