@@ -100,7 +100,7 @@ void EtcdClient::attempt(const std::shared_ptr<Call>& call) {
                          if (connection->reusable()) {
                            keep_connection(member, connection);
                          }
-                         on_reply(call, member, std::move(reply));
+                         on_reply(call, member, *connection, std::move(reply));
                          serve_waiting();
                        }));
 }
@@ -119,7 +119,8 @@ void EtcdClient::serve_waiting() {
   }
 }
 
-void EtcdClient::on_reply(const std::shared_ptr<Call>& call, std::size_t member, HttpReply reply) {
+void EtcdClient::on_reply(const std::shared_ptr<Call>& call, std::size_t member,
+                          HttpConnection& connection, HttpReply reply) {
   const std::string where = operation_name(call->path);
   Trouble trouble = Trouble::kUnreachable;
   bool maybe_applied = reply.request_sent;
@@ -149,6 +150,9 @@ void EtcdClient::on_reply(const std::shared_ptr<Call>& call, std::size_t member,
         body = EtcdCodec::parse(reply.body, options_.limits.max_json_depth);
       } catch (const EtcdProtocolError& error) {
         parse_error = error.what();
+      }
+      if (parse_error.empty() && !body.is_object()) {
+        parse_error = "the reply is JSON but not an object";
       }
       const bool stream_error =
           body.is_object() && body.contains("error") && body["error"].is_object();
@@ -195,6 +199,9 @@ void EtcdClient::on_reply(const std::shared_ptr<Call>& call, std::size_t member,
                " without an etcd error body (is this an etcd v3 gateway?)";
       break;
     }
+  }
+  if (trouble == Trouble::kProtocol) {
+    connection.close();  // whatever else it sends is not to be trusted either
   }
   call->log.record(member, trouble, detail);
   member_failed(member);

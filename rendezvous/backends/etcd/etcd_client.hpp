@@ -75,7 +75,8 @@ class EtcdClient {
  private:
   struct Call;
   void attempt(const std::shared_ptr<Call>& call);
-  void on_reply(const std::shared_ptr<Call>& call, std::size_t member, HttpReply reply);
+  void on_reply(const std::shared_ptr<Call>& call, std::size_t member, HttpConnection& connection,
+                HttpReply reply);
   void next_member(const std::shared_ptr<Call>& call);
   void give_up(const std::shared_ptr<Call>& call);
   void finish(const std::shared_ptr<Call>& call, Outcome outcome);
