@@ -72,6 +72,14 @@ void LeaseKeeper::grant(Clock::time_point deadline) {
       }));
 }
 
+std::optional<EtcdFailure> LeaseKeeper::trouble() const {
+  if (trouble_ && failing_since_ &&
+      Clock::now() - *failing_since_ >= client_.options().failover_budget) {
+    return trouble_;
+  }
+  return std::nullopt;
+}
+
 void LeaseKeeper::forget(std::int64_t id) {
   if (id != 0 && id == lease_) {
     lease_ = 0;
@@ -112,11 +120,15 @@ void LeaseKeeper::renew() {
         }
         if (auto* failure = std::get_if<EtcdFailure>(&outcome)) {
           trouble_ = std::move(*failure);
+          if (!failing_since_) {
+            failing_since_ = Clock::now();
+          }
           return;
         }
         try {
           const auto reply = EtcdCodec::decode_keepalive(std::get<nlohmann::json>(outcome));
           trouble_.reset();
+          failing_since_.reset();
           if (reply.ttl_seconds <= 0) {
             forget(lease);
           } else {
@@ -125,6 +137,9 @@ void LeaseKeeper::renew() {
         } catch (const EtcdProtocolError& error) {
           trouble_ = EtcdFailure{round::KvErrorKind::kProtocol,
                                  client_.describe() + ": bad keep-alive reply: " + error.what()};
+          if (!failing_since_) {
+            failing_since_ = Clock::now();
+          }
         }
       }));
 }

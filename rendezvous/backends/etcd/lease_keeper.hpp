@@ -33,8 +33,9 @@ class LeaseKeeper {
   void acquire(Clock::time_point deadline, LeaseHandler done);
   // etcd answered that lease `id` does not exist (expired): stop renewing it.
   void forget(std::int64_t id);
-  // The failure of the renewals since the last one that worked, if they fail.
-  const std::optional<EtcdFailure>& trouble() const { return trouble_; }
+  // The last renewal failure, once renewals have failed for the whole failover budget (one
+  // failed renewal is no news: the lease lives on until its TTL, and a new leader extends it).
+  std::optional<EtcdFailure> trouble() const;
   // Stops renewing, revokes the lease (if any) before deadline, then runs done.
   void revoke(Clock::time_point deadline, std::function<void()> done);
 
@@ -54,6 +55,7 @@ class LeaseKeeper {
   bool revoked_ = false;
   std::uint64_t generation_ = 0;  // bumped when the lease changes, to drop stale renewals
   std::optional<EtcdFailure> trouble_;
+  std::optional<Clock::time_point> failing_since_;  // first failed renewal since one worked
   std::vector<LeaseHandler> waiting_;
   Lifetime lifetime_;
 };
