@@ -5,14 +5,15 @@
 // SIGKILL). The etcd binary is Debian's etcd-server (found on PATH, or $DDPRUN_ETCD).
 //
 // Readiness is awaited by polling each member's /health (on a plain-HTTP metrics listener, so
-// TLS clusters are probed the same way) with a deadline.
+// TLS clusters are probed the same way) with a deadline. Members die with the test process
+// (PR_SET_PDEATHSIG), even when it crashes.
 
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -31,8 +32,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-extern char** environ;
 
 namespace ddprun::rendezvous::testing {
 
@@ -257,21 +256,31 @@ class EtcdCluster {
       }
     }
     const std::string log = (root_ / (m.name + ".log")).string();
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log.c_str(),
-                                     O_WRONLY | O_CREAT | O_APPEND, 0644);
-    posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
     std::vector<char*> args;
     for (auto& arg : argv) {
       args.push_back(arg.data());
     }
     args.push_back(nullptr);
-    const int spawned =
-        ::posix_spawn(&m.pid, etcd_.c_str(), &actions, nullptr, args.data(), environ);
-    posix_spawn_file_actions_destroy(&actions);
-    if (spawned != 0) {
+    // Opened before fork: the child only calls async-signal-safe functions.
+    const int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    const int log_fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    const pid_t parent = ::getpid();
+    m.pid = ::fork();
+    if (m.pid == 0) {
+      // A test that crashes must not leave its members running.
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != parent) {
+        ::_exit(127);
+      }
+      ::dup2(null_fd, STDIN_FILENO);
+      ::dup2(log_fd, STDOUT_FILENO);
+      ::dup2(log_fd, STDERR_FILENO);
+      ::execv(etcd_.c_str(), args.data());
+      ::_exit(127);
+    }
+    ::close(null_fd);
+    ::close(log_fd);
+    if (m.pid < 0) {
       m.pid = -1;
       throw std::runtime_error("cannot start " + etcd_);
     }
