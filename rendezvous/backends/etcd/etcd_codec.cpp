@@ -4,6 +4,7 @@
 
 #include <charconv>
 #include <cstdint>
+#include <limits>
 
 #include "rendezvous/backends/etcd/base64.hpp"
 
@@ -41,7 +42,8 @@ std::int64_t int64_field(const json& parent, const char* name) {
     return 0;
   }
   if (found->is_number_unsigned() &&
-      found->get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX)) {
+      found->get<std::uint64_t>() >
+          static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
     bad(std::string("field '") + name + "' is out of the int64 range");
   }
   if (found->is_number_integer()) {

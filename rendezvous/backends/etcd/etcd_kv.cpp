@@ -4,7 +4,6 @@
 #include "rendezvous/backends/etcd/etcd_kv.hpp"
 
 #include <charconv>
-#include <limits>
 #include <random>
 #include <unordered_map>
 

@@ -11,7 +11,13 @@
 //   KvProbe              range: present -> a fresh counter; absent -> gone once seen present
 //
 // Every key lives under options.key_prefix. The backend's own bookkeeping keys (fences of
-// CasUpdate, on the lease) live under "<prefix>_ddprun_etcd/".
+// CasUpdate, on the lease) live under "<prefix>_ddprun_etcd/", so the lease is granted by the
+// first KvBeat, KvAdd, KvAppend or KvCompareSet. KvBeat answers an error once renewals have
+// failed for the whole failover budget; a lease found expired is replaced and the beat keys
+// put again.
+// Every op gives up after options.failover_budget (a KvWait also ends at its own timeout).
+// close() ends pending KvWaits with kUnreachable (they could last their whole timeout),
+// waits for the other ops, revokes the lease, closes the connections, then posts done.
 // Threading: KvBackend's contract: one io_context thread; completions are posted, so they
 // never run inside start() and may destroy the backend.
 

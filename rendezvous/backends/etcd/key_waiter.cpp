@@ -3,6 +3,7 @@
 #include "rendezvous/backends/etcd/key_waiter.hpp"
 
 #include <algorithm>
+#include <limits>
 
 namespace ddprun::rendezvous::backends::etcd {
 
@@ -54,7 +55,7 @@ void KeyWaiter::on_read(std::vector<TxnReply> replies) {
   missing_ = wanted_;
   // Each txn read its keys at its own revision: watching from after the oldest one replays
   // anything that changed since any of them.
-  std::int64_t oldest = INT64_MAX;
+  std::int64_t oldest = std::numeric_limits<std::int64_t>::max();
   for (const auto& reply : replies) {
     oldest = std::min(oldest, reply.revision);
     for (const auto& response : reply.responses) {
