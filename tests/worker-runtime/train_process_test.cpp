@@ -1,6 +1,6 @@
 // ddprun-train as real processes: exact resume after SIGKILL, SIGTERM preemption, a snapshot write
-// killed half-way, and bad configurations. Ranks are started with the torchrun environment; the
-// store is hosted here, as ddprun's agent does.
+// killed half-way, bad configurations and snapshots. Ranks are started with the torchrun
+// environment; the store is hosted here, as ddprun's agent does.
 #include <sys/inotify.h>
 #include <unistd.h>
 
@@ -96,8 +96,12 @@ c10::IValue at(const c10::impl::GenericDict& d, const std::string& key) {
 
 // Bit-identical model_state and optimizer_state (every tensor, every step count).
 void expect_identical_snapshots(const std::string& a, const std::string& b) {
-  const auto sa = as_dict(ddprun::train::read_snapshot_file(a));
-  const auto sb = as_dict(ddprun::train::read_snapshot_file(b));
+  const auto fa = ddprun::train::read_snapshot_file(a);
+  const auto fb = ddprun::train::read_snapshot_file(b);
+  // The exact-resume records match too (same position, world size, seed and model).
+  CHECK(fa.resume_record == fb.resume_record);
+  const auto sa = as_dict(fa.content);
+  const auto sb = as_dict(fb.content);
   CHECK(at(sa, "finished_epoch").toInt() == at(sb, "finished_epoch").toInt());
   const auto ma = as_dict(at(sa, "model_state"));
   const auto mb = as_dict(at(sb, "model_state"));
@@ -119,7 +123,7 @@ void expect_identical_snapshots(const std::string& a, const std::string& b) {
 }
 
 int64_t finished_epoch(const std::string& path) {
-  return at(as_dict(ddprun::train::read_snapshot_file(path)), "finished_epoch").toInt();
+  return at(as_dict(ddprun::train::read_snapshot_file(path).content), "finished_epoch").toInt();
 }
 
 }  // namespace
@@ -272,5 +276,7 @@ TEST_CASE("bad configurations and snapshots give a clear error and a non-zero ex
   std::ofstream(dir.file("snapshot.pt")) << "PK\x03\x04 definitely not a whole zip";
   ChildProcess corrupt(tiny_args({}), {}, dir.path.string());
   CHECK(corrupt.wait(60s) == 1);
-  CHECK_THAT(corrupt.output(), Contains("snapshot snapshot.pt: corrupt or truncated"));
+  CHECK_THAT(corrupt.output(),
+             Contains("snapshot snapshot.pt: the zip archive has no end record (the file was cut "
+                      "short)"));
 }
