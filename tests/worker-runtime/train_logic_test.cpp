@@ -48,8 +48,12 @@ hydra:
   run:
     dir: ./
 )";
-  const auto c = apply_document(preset("default"), yaml, "gpt2_train_cfg.yaml");
+  const auto c = config_from_file(yaml, "gpt2_train_cfg.yaml");
   validate(c);
+  // Keys the file does not have (ours) take minGPT-ddp's behaviour: full passes, whole test split.
+  CHECK(c.trainer.steps_per_epoch == 0);
+  CHECK(c.trainer.eval_batches == 0);
+  CHECK(c.trainer.log_every == 100);
   CHECK(c.data.path == "data/input.txt");
   CHECK(c.data.block_size == 128);
   CHECK(c.data.truncate == Approx(0.05));
@@ -60,6 +64,25 @@ hydra:
   CHECK(c.trainer.save_every == 3);
   CHECK(c.trainer.use_amp);
   CHECK(c.optimizer.learning_rate == Approx(3e-4));
+}
+
+TEST_CASE("a file's omitted keys take minGPT-ddp's defaults, not the default preset", "[config]") {
+  const auto c = config_from_file("trainer_config:\n  max_epochs: 2\n", "partial.yaml");
+  const auto mingpt = preset("mingpt");
+  CHECK(c.trainer.max_epochs == 2);
+  CHECK(c.optimizer.learning_rate == mingpt.optimizer.learning_rate);
+  CHECK(c.optimizer.learning_rate == Approx(3e-4));
+  CHECK(c.trainer.steps_per_epoch == 0);
+  CHECK(c.trainer.eval_batches == 0);
+  CHECK(c.trainer.batch_size == 216);
+  CHECK(c.gpt.n_layer == 8);
+  CHECK(c.data.block_size == 128);
+  CHECK(c.data.truncate == Approx(0.05));
+  CHECK(c.trainer.snapshot_path == "gpt_snapshot.pt");
+  // An empty file is minGPT-ddp's configuration; no file at all is the default preset.
+  CHECK(config_from_file("", "empty.yaml").gpt.n_embd == 512);
+  CHECK(preset(kPresetWithoutFile).trainer.steps_per_epoch == 75);
+  CHECK(preset(kPresetWithoutFile).optimizer.learning_rate == Approx(3e-3));
 }
 
 TEST_CASE("JSON configurations and Hydra-style overrides", "[config]") {
