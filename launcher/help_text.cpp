@@ -24,6 +24,7 @@ constexpr std::string_view kIntroduction =
     "  --no-python PROG ARGS   PROG ARGS, run directly\n"
     "  train ARGS              the bundled LibTorch minGPT trainer (ddprun-train, installed\n"
     "                          next to ddprun); `ddprun-train --help` lists its ARGS\n"
+    "                          CONFIG file: its keys + minGPT-ddp's defaults; else preset default\n"
     "\n"
     "Options may be written --a-b or --a_b, --opt VALUE or --opt=VALUE, and may be\n"
     "abbreviated when unambiguous. Each option's default can be set with PET_<NAME>, the\n"
