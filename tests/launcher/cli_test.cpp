@@ -236,9 +236,10 @@ TEST_CASE("--help lists every torchrun option in both spellings and documents ex
                                 "Logs:", "Entry point:", "ddprun extras:", "Exit status:"}) {
       CHECK_THAT(r.out, Catch::Contains(heading));
     }
-    CHECK_THAT(r.out, Catch::Contains("  0   every worker finished successfully"));
-    CHECK_THAT(r.out, Catch::Contains("  1   a worker failed"));
-    CHECK_THAT(r.out, Catch::Contains("  2   the command line was wrong"));
+    CHECK_THAT(r.out, Catch::Contains("  0      every worker finished successfully"));
+    CHECK_THAT(r.out, Catch::Contains("  1      a worker failed"));
+    CHECK_THAT(r.out, Catch::Contains("  2      the command line was wrong"));
+    CHECK_THAT(r.out, Catch::Contains("  128+N  ddprun was stopped by signal N"));
     CHECK_THAT(r.out, Catch::Contains("train ARGS"));
     CHECK_THAT(r.out, Catch::Contains("ddprun-train"));
   }
@@ -246,6 +247,23 @@ TEST_CASE("--help lists every torchrun option in both spellings and documents ex
   const Result script_help = ddprun({"--print-config", "--no-python", "/bin/true", "--help"});
   CHECK(script_help.status == 0);
   CHECK_THAT(script_help.out, Catch::Contains("\"worker_argv\""));
+}
+
+TEST_CASE("a signal gives the exit status --help documents: 128+N, not torchrun's 1") {
+  const Result help = ddprun({"--help"});
+  REQUIRE(help.status == 0);
+  // The signal line of the exit-status list, and no other line claims signals for status 1.
+  CHECK_THAT(help.out, Catch::Contains("128+N  ddprun was stopped by signal N"));
+  const auto status_one = help.out.find("  1      ");
+  REQUIRE(status_one != std::string::npos);
+  CHECK(
+      help.out.substr(status_one, help.out.find("  2 ", status_one) - status_one).find("signal") ==
+      std::string::npos);
+  // The behaviour: the worker sends SIGTERM to its agent, which forwards it and exits 128+15.
+  const Result stopped =
+      ddprun({"--standalone", "--no-python", "/bin/sh", "-c", "kill -TERM $PPID; exec sleep 30"});
+  CHECK(stopped.status == 128 + SIGTERM);
+  CHECK_THAT(stopped.err, Catch::Contains("received SIGTERM"));
 }
 
 TEST_CASE("--version") {
