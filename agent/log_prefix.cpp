@@ -70,35 +70,57 @@ std::string expand_prefix_template(std::string_view templ, const PrefixFields& f
 
 std::string LinePrefixer::feed(std::string_view bytes) {
   std::string out;
-  while (!bytes.empty()) {
-    auto newline = bytes.find('\n');
-    if (newline == std::string_view::npos) {
-      pending_.append(bytes);
-      bytes = {};
-    } else {
-      pending_.append(bytes.substr(0, newline + 1));
-      bytes.remove_prefix(newline + 1);
+  out.reserve(bytes.size() + prefix_.size());
+  for (const char c : bytes) {
+    const bool crlf = c == '\n' && after_carriage_return_;
+    if (at_line_start_ && !crlf)
       out += prefix_;
-      out += pending_;
-      pending_.clear();
-      continue;
-    }
-    while (pending_.size() >= max_line_) {
-      out += prefix_;
-      out.append(pending_, 0, max_line_);
-      out += '\n';
-      pending_.erase(0, max_line_);
-    }
+    out += c;
+    after_carriage_return_ = c == '\r';
+    at_line_start_ = c == '\n' || c == '\r';
+    line_open_ = c != '\n';
   }
   return out;
 }
 
-std::string LinePrefixer::finish() {
-  if (pending_.empty())
+std::string LinePrefixer::end_line() {
+  if (!line_open_)
     return {};
-  std::string out = prefix_ + pending_ + "\n";
+  line_open_ = false;
+  at_line_start_ = true;
+  after_carriage_return_ = false;
+  return "\n";
+}
+
+std::vector<std::string> LineSplitter::feed(std::string_view bytes) {
+  std::vector<std::string> lines;
+  for (const char c : bytes) {
+    if (c == '\n' && after_carriage_return_) {
+      after_carriage_return_ = false;  // the second half of "\r\n"
+      continue;
+    }
+    after_carriage_return_ = c == '\r';
+    if (c == '\n' || c == '\r') {
+      lines.push_back(std::move(pending_));
+      pending_.clear();
+      continue;
+    }
+    pending_ += c;
+    if (pending_.size() >= max_line_) {
+      lines.push_back(std::move(pending_));
+      pending_.clear();
+    }
+  }
+  return lines;
+}
+
+std::vector<std::string> LineSplitter::finish() {
+  std::vector<std::string> lines;
+  if (!pending_.empty())
+    lines.push_back(std::move(pending_));
   pending_.clear();
-  return out;
+  after_carriage_return_ = false;
+  return lines;
 }
 
 }  // namespace ddprun::agent

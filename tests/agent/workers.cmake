@@ -1,6 +1,7 @@
 # Run-loop and worker-supervision tests. The supervision sources are compiled into their own
 # library here so these tests do not depend on the rendezvous backends (rdzv_*) building.
 set(agent_supervision_sources
+  ${PROJECT_SOURCE_DIR}/agent/console.cpp
   ${PROJECT_SOURCE_DIR}/agent/error_file.cpp
   ${PROJECT_SOURCE_DIR}/agent/event_log.cpp
   ${PROJECT_SOURCE_DIR}/agent/failure_summary.cpp
