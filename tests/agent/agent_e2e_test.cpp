@@ -1,14 +1,12 @@
 // End-to-end tests of the real ddprun binary: nodes are agents on 127.0.0.2, 127.0.0.3, ...
 // (--local_addr) forming a c10d rendezvous on loopback; workers are small shell scripts.
-#include <pty.h>
-#include <sys/ioctl.h>
 #include <sys/stat.h>
-#include <termios.h>
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
 #include "e2e_support.hpp"
+#include "terminal_run.hpp"
 
 using namespace ddprun::agent::e2e;
 using namespace std::chrono_literals;
@@ -98,61 +96,6 @@ bool has_round_of_size(const std::string& events_path, int nodes, std::size_t af
       return true;
   }
   return false;
-}
-
-// Runs argv with a new pseudo-terminal (raw, so the text arrives as written) as its
-// controlling terminal and stdin/stdout/stderr, as an interactive shell would; returns
-// everything written to the terminal once every writer has closed it, and the exit status.
-struct TerminalRun {
-  std::optional<int> status;
-  std::string output;
-};
-
-TerminalRun run_in_terminal(const std::vector<std::string>& argv,
-                            std::chrono::milliseconds limit = 30s) {
-  int master = -1;
-  int slave = -1;
-  termios raw{};
-  ::cfmakeraw(&raw);
-  REQUIRE(::openpty(&master, &slave, nullptr, &raw, nullptr) == 0);
-  std::vector<std::string> storage = argv;
-  std::vector<char*> args;
-  for (auto& a : storage)
-    args.push_back(a.data());
-  args.push_back(nullptr);
-  const pid_t pid = ::fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    ::setsid();
-    ::ioctl(slave, TIOCSCTTY, 0);
-    for (int fd = 0; fd < 3; ++fd)
-      ::dup2(slave, fd);
-    ::close(slave);
-    ::close(master);
-    ::execv(args[0], args.data());
-    ::_exit(127);
-  }
-  ::close(slave);
-  TerminalRun run;
-  const auto deadline = Clock::now() + limit;
-  for (;;) {  // EIO once the last writer (ddprun and its workers) has closed the terminal
-    const auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-    pollfd p{master, POLLIN, 0};
-    if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count())) <= 0)
-      break;
-    char buffer[4096];
-    const ssize_t n = ::read(master, buffer, sizeof buffer);
-    if (n <= 0)
-      break;
-    run.output.append(buffer, static_cast<std::size_t>(n));
-  }
-  ::close(master);
-  ::kill(pid, SIGKILL);  // only matters past the deadline; a reaped pid is not signalled
-  int raw_status = 0;
-  if (::waitpid(pid, &raw_status, 0) == pid && WIFEXITED(raw_status))
-    run.status = WEXITSTATUS(raw_status);
-  return run;
 }
 
 // `line` is a whole line of text: at its start or after a newline, and ending in one.

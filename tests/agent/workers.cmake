@@ -39,3 +39,9 @@ ddprun_add_test(NAME agent_e2e_test
 ddprun_add_test(NAME agent_interop_test
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/agent_interop_test.cpp
   LABELS interop TIMEOUT 300)
+
+# Against torchrun 2.13 from the project's .venv (scripts/install-deps.sh): output modes under a
+# terminal, the failure table, worker environment, duplicate filters.
+ddprun_add_test(NAME agent_torchrun_parity_test
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/torchrun_parity_test.cpp
+  LABELS interop TIMEOUT 300)
