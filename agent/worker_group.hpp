@@ -85,15 +85,21 @@ class WorkerGroup {
   // printing a message of its own.
   Console& console() { return *console_; }
 
- private:
+  // For a run loop that waits itself (an event loop) instead of calling wait(): the pumps of
+  // the tee'd streams (wait on fd() while open(), then on_readable()); reap() after SIGCHLD;
+  // and while gathering_failures(), keep reaping until failure_window_end() before acting on
+  // a failed state.
   using Clock = std::chrono::steady_clock;
+  std::vector<OutputPump>& output_pumps() { return pumps_; }
+  void reap();
+  bool gathering_failures() const;
+  std::optional<Clock::time_point> failure_window_end() const { return failure_window_end_; }
 
+ private:
   void start_worker(const WorkerLaunch& launch);
   int duplicate_fd(const std::string& path);
-  void reap();
   void finish_output_if_done();
   void kill_and_reap_bounded();
-  bool gathering_failures() const;
 
   SignalChannel& signals_;
   Clock::duration failure_window_;

@@ -390,7 +390,7 @@ TEST_CASE("the failure table lists every failed rank under the entry point as gi
   // --monitor-interval: torchrun reports the failures it sees in one check of its workers;
   // ddprun gathers failures for that long after the first one.
   Process agent({ddprun_binary(), "--standalone", "--nproc_per_node", "3", "--monitor-interval",
-                 "5", "--no_python", as_given},
+                 "2", "--no_python", as_given},
                 dir / "out", {{"OMP_NUM_THREADS", "1"}});
   REQUIRE(agent.wait_exit(60s) == 1);
   const std::string out = agent.output();
