@@ -71,14 +71,25 @@ std::string expand_prefix_template(std::string_view templ, const PrefixFields& f
 std::string LinePrefixer::feed(std::string_view bytes) {
   std::string out;
   out.reserve(bytes.size() + prefix_.size());
-  for (const char c : bytes) {
-    const bool crlf = c == '\n' && after_carriage_return_;
-    if (at_line_start_ && !crlf)
+  while (!bytes.empty()) {
+    if (bytes.front() == '\n' && after_carriage_return_) {  // the '\n' of "\r\n": no new line
+      out += '\n';
+      after_carriage_return_ = false;
+      line_open_ = false;
+      bytes.remove_prefix(1);
+      continue;
+    }
+    if (at_line_start_)
       out += prefix_;
-    out += c;
-    after_carriage_return_ = c == '\r';
-    at_line_start_ = c == '\n' || c == '\r';
-    line_open_ = c != '\n';
+    // Up to and including the next line break, in one piece.
+    const auto brk = bytes.find_first_of("\r\n");
+    const std::size_t length = brk == std::string_view::npos ? bytes.size() : brk + 1;
+    out.append(bytes.substr(0, length));
+    const char last = bytes[length - 1];
+    after_carriage_return_ = last == '\r';
+    at_line_start_ = last == '\n' || last == '\r';
+    line_open_ = last != '\n';
+    bytes.remove_prefix(length);
   }
   return out;
 }
