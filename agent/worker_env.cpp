@@ -74,9 +74,6 @@ EnvMap build_worker_env(const launcher::LaunchConfig& config, const RoundInfo& r
   if (config.nproc_per_node > 1)
     env.try_emplace("OMP_NUM_THREADS", "1");
   env.try_emplace("TORCHELASTIC_SIGNALS_TO_HANDLE", config.signals_to_handle_text);
-  // The file-timer watchdog's named pipe, so the workers' FileTimerClient finds it.
-  if (config.timer_file)
-    env["TORCHELASTIC_TIMER_FILE"] = *config.timer_file;
   return env;
 }
 

@@ -80,18 +80,6 @@ std::string random_uuid4() {
   return text;
 }
 
-// Python's tempfile.gettempdir(): the first of $TMPDIR, $TEMP, $TMP that is a writable
-// directory, else /tmp.
-std::string temp_dir(const Environment& env) {
-  for (const char* name : {"TMPDIR", "TEMP", "TMP"}) {
-    const auto dir = lookup(env, name);
-    std::error_code error;
-    if (dir && !dir->empty() && fs::is_directory(*dir, error) && ::access(dir->c_str(), W_OK) == 0)
-      return *dir;
-  }
-  return "/tmp";
-}
-
 }  // namespace
 
 HostFacts probe_host(const Environment& env, ProbeRequest request) {
@@ -102,8 +90,6 @@ HostFacts probe_host(const Environment& env, ProbeRequest request) {
   facts.executable_dir = executable_dir();
   facts.python3_on_path = find_on_path(env, "python3");
   facts.fresh_run_id = random_uuid4();
-  facts.fresh_timer_id = random_uuid4();
-  facts.temp_dir = temp_dir(env);
   if (request.numa_topology)
     facts.numa = read_numa_topology("", current_cpu_affinity());
   return facts;

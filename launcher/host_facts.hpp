@@ -18,8 +18,6 @@ struct HostFacts {
   std::string executable_dir;                  // directory of the running ddprun
   std::optional<std::string> python3_on_path;  // first executable python3 on $PATH
   std::string fresh_run_id;                    // a random UUID4, for --standalone
-  std::string fresh_timer_id;                  // another, for TORCHELASTIC_TIMER_FILE's name
-  std::string temp_dir = "/tmp";               // Python's tempfile.gettempdir(): $TMPDIR...
   std::optional<NumaTopology> numa;            // read only when --numa-binding asks for it
 };
 

@@ -75,11 +75,12 @@ struct LaunchConfig {
   std::vector<std::vector<int>> numa_cpus;  // --numa-binding: CPUs per local rank
   std::optional<std::string> events_file;   // ddprun: one JSON line per agent event
 
-  // Environment variables torchrun reads, parsed here once.
+  // Environment variables torchrun reads, parsed here once (for --print-config; the agent's
+  // file-timer setup, agent/file_timer_setup, applies the watchdog's contract at each start).
   // TORCHELASTIC_ENABLE_FILE_TIMER=1 asks for the file-timer watchdog; its named pipe is
-  // TORCHELASTIC_TIMER_FILE, or <tmp>/watchdog_timer_<uuid4>, and the workers get its path.
+  // TORCHELASTIC_TIMER_FILE when given (else a fresh <tmp>/watchdog_timer_<uuid4> per start).
   bool file_timer_enabled = false;
-  std::optional<std::string> timer_file;
+  std::optional<std::string> timer_file;  // TORCHELASTIC_TIMER_FILE as given
   // USE_LIBUV: "1" (default) for libuv TCPStore servers, anything else for the legacy one.
   // torchrun only passes it on to the workers (their own stores); so does ddprun.
   bool use_libuv = true;

@@ -142,19 +142,15 @@ bool tees_stream(const StdStreams& tee, int nproc_per_node, int bit) {
 }
 
 // The variables torchrun's agent reads besides PET_*: the file-timer watchdog and USE_LIBUV.
-void resolve_torchelastic_environment(const Environment& env, const HostFacts& facts,
-                                      LaunchConfig& config) {
+void resolve_torchelastic_environment(const Environment& env, LaunchConfig& config) {
   const auto enabled = lookup(env, "TORCHELASTIC_ENABLE_FILE_TIMER");
   config.file_timer_enabled = enabled && *enabled == "1";  // torchrun: str(value) == "1"
   config.value_sources["file_timer_enabled"] =
       enabled ? "env:TORCHELASTIC_ENABLE_FILE_TIMER" : "default";
-  if (auto file = lookup(env, "TORCHELASTIC_TIMER_FILE"); file && !file->empty()) {
-    config.timer_file = *file;  // torchrun passes it on to the workers, enabled or not
-    config.value_sources["timer_file"] = "env:TORCHELASTIC_TIMER_FILE";
-  } else if (config.file_timer_enabled) {
-    config.timer_file = cat(facts.temp_dir, "/watchdog_timer_", facts.fresh_timer_id);
-    config.value_sources["timer_file"] = "default";
-  }
+  // torchrun passes a given path on to the workers, enabled or not.
+  config.timer_file = lookup(env, "TORCHELASTIC_TIMER_FILE");
+  config.value_sources["timer_file"] =
+      config.timer_file ? "env:TORCHELASTIC_TIMER_FILE" : "default";
   const auto libuv = lookup(env, "USE_LIBUV");
   config.use_libuv = libuv.value_or("1") == "1";
   config.value_sources["use_libuv"] = libuv ? "env:USE_LIBUV" : "default";
@@ -356,7 +352,7 @@ ResolvedLaunch resolve_launch(const ParsedCommandLine& parsed, const Environment
     config.events_file = v->text;
   }
 
-  resolve_torchelastic_environment(env, facts, config);
+  resolve_torchelastic_environment(env, config);
 
   // Entry point.
   EntryPointRequest request;

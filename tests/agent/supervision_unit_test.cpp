@@ -100,15 +100,6 @@ TEST_CASE("--virtual-local-rank gives each worker its own GPU, as torchrun 2.13 
   CHECK_FALSE(build_worker_env(config, RoundInfo{}, {{}, 1, ""}).contains("CUDA_VISIBLE_DEVICES"));
 }
 
-TEST_CASE("the file-timer watchdog's pipe reaches the workers") {
-  LaunchConfig config;
-  CHECK_FALSE(build_worker_env(config, RoundInfo{}, {}).contains("TORCHELASTIC_TIMER_FILE"));
-  config.file_timer_enabled = true;
-  config.timer_file = "/tmp/watchdog_timer_x";
-  CHECK(build_worker_env(config, RoundInfo{}, {}).at("TORCHELASTIC_TIMER_FILE") ==
-        "/tmp/watchdog_timer_x");
-}
-
 TEST_CASE("a single worker per node gets no OMP_NUM_THREADS") {
   LaunchConfig config;
   const EnvMap env = build_worker_env(config, RoundInfo{}, WorkerEnvInputs{});

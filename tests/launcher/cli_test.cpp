@@ -283,22 +283,18 @@ TEST_CASE("--numa-binding that cannot apply is refused before anything starts") 
 }
 
 TEST_CASE("--print-config shows torchrun's agent variables as ddprun read them") {
-  char dir_template[] = "/tmp/ddprun_cli_XXXXXX";
-  REQUIRE(::mkdtemp(dir_template) != nullptr);
-  const std::string tmp = dir_template;
   const Result r = ddprun({"--print-config", "--virtual-local-rank", "--nproc-per-node", "2",
                            "--tee", "1", "--duplicate-stdout-filters", "loss,,acc,lr", "s.py"},
                           {{"TORCHELASTIC_ENABLE_FILE_TIMER", "1"},
-                           {"TMPDIR", tmp},
+                           {"TORCHELASTIC_TIMER_FILE", "/run/ddprun-timer"},
                            {"USE_LIBUV", "0"},
                            {"TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "12"},
                            {"CUDA_VISIBLE_DEVICES", "4,6"},
                            {"OMP_NUM_THREADS", "1"}});
-  ::rmdir(tmp.c_str());
   REQUIRE(r.status == 0);
   const auto config = nlohmann::json::parse(r.out);
   CHECK(config["file_timer_enabled"] == true);
-  CHECK_THAT(config["timer_file"].get<std::string>(), Catch::StartsWith(tmp + "/watchdog_timer_"));
+  CHECK(config["timer_file"] == "/run/ddprun-timer");
   CHECK(config["use_libuv"] == false);
   CHECK(config["shutdown_timeout"] == 12.0);
   CHECK(config["value_sources"]["shutdown_timeout"] == "env:TORCH_ELASTIC_SHUTDOWN_TIMEOUT");

@@ -42,8 +42,6 @@ inline HostFacts test_machine() {
   facts.executable_dir = "/opt/ddprun/bin";
   facts.python3_on_path = "/usr/bin/python3";
   facts.fresh_run_id = "7d3f0c55-1f0e-4b1c-9a7e-0a1b2c3d4e5f";
-  facts.fresh_timer_id = "0b5e7a3c-52d6-4a61-8f0e-3c9d2b1a4e7f";
-  facts.temp_dir = "/scratch/tmp";
   // What probe_host reads when --numa-binding is given (GPU counting for --nproc-per-node
   // gpu is a separate fact and stays 0 here).
   facts.numa = two_socket_topology();
