@@ -19,9 +19,14 @@ namespace {
 
 using Env = std::map<std::string, std::string>;
 
-// torchrun 2.13 from the project's virtual environment.
+// torchrun 2.13 from the project's virtual environment: the tests' reference Python
+// (DDPRUN_TORCH_PYTHON) where the build defines it, else .venv.
 std::vector<std::string> torchrun() {
+#ifdef DDPRUN_TORCH_PYTHON
+  const std::string python = DDPRUN_TORCH_PYTHON;
+#else
   const std::string python = std::string(DDPRUN_SOURCE_DIR) + "/.venv/bin/python";
+#endif
   INFO("torchrun 2.13 comes from " << python << " (scripts/install-deps.sh makes it)");
   REQUIRE(::access(python.c_str(), X_OK) == 0);
   return {python, "-m", "torch.distributed.run"};
