@@ -95,7 +95,7 @@ def main():
     p.add_argument("--trainer", required=True)
     p.add_argument("--torchrun", required=True)
     p.add_argument("--data", required=True)
-    p.add_argument("--steps", type=int, default=60)
+    p.add_argument("--steps", type=int, default=120)
     p.add_argument("--log-every", type=int, default=10)
     p.add_argument("--seed", type=int, default=1337)
     p.add_argument("--repeats", type=int, default=5)
