@@ -32,13 +32,6 @@ std::string this_host(const launcher::LaunchConfig& config) {
   return name;
 }
 
-// The entry point as the user gave it (torchrun's title shows it so: "train.py FAILED").
-std::string entry_name(const launcher::LaunchConfig& config) {
-  if (!config.entry_point.empty())
-    return config.entry_point;
-  return config.worker_argv.empty() ? std::string("ddprun") : config.worker_argv.front();
-}
-
 nlohmann::json round_fields(const RoundInfo& round) {
   return {{"round", round.round},
           {"group_rank", round.group_rank},
@@ -75,6 +68,7 @@ AgentLoop::AgentLoop(const launcher::LaunchConfig& config, SignalChannel& signal
       logs_(config.log_dir),
       inherited_env_(current_process_env()),
       signal_fd_(io_, ::dup(signals.fd())),
+      failure_timer_(io_),
       kill_timer_(io_),
       reap_timer_(io_) {
   const char* templ = std::getenv("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE");
@@ -146,10 +140,10 @@ void AgentLoop::watch_pump(std::size_t index) {
   }
   descriptor->async_wait(boost::asio::posix::stream_descriptor::wait_read,
                          [this, index](const boost::system::error_code& error) {
-                           if (error || !group_ || index >= group_->pumps().size()) {
+                           if (error || !group_ || index >= group_->output_pumps().size()) {
                              return;
                            }
-                           OutputPump& pump = group_->pumps()[index];
+                           OutputPump& pump = group_->output_pumps()[index];
                            pump.on_readable();
                            if (pump.open()) {
                              watch_pump(index);
@@ -188,6 +182,8 @@ std::vector<WorkerLaunch> AgentLoop::plan_workers(const RoundInfo& round) {
         build_worker_env(config_, round, {inherited_env_, local_rank, launch.logs.error_file});
     launch.console_prefix = expand_prefix_template(
         prefix_template_, {config_.role, launch.global_rank, local_rank, host_});
+    if (static_cast<std::size_t>(local_rank) < config_.numa_cpus.size())
+      launch.cpu_affinity = config_.numa_cpus[static_cast<std::size_t>(local_rank)];
     launches.push_back(std::move(launch));
   }
   return launches;
@@ -201,7 +197,8 @@ void AgentLoop::start_workers(const RoundInfo& round) {
   stopping_ = false;
   events_.record("round_formed", round_fields(round));
   try {
-    group_.emplace(plan_workers(round), signals_.original_mask());
+    group_.emplace(plan_workers(round), signals_.original_mask(),
+                   Seconds(config_.monitor_interval_s));
   } catch (const std::exception& error) {
     std::fprintf(stderr, "ddprun: cannot start the workers: %s\n", error.what());
     WorkerFailure failure;
@@ -222,8 +219,8 @@ void AgentLoop::start_workers(const RoundInfo& round) {
     pids.push_back(worker.pid);
   fields["pids"] = pids;
   events_.record("workers_started", fields);
-  for (std::size_t i = 0; i < group_->pumps().size(); ++i) {
-    OutputPump& pump = group_->pumps()[i];
+  for (std::size_t i = 0; i < group_->output_pumps().size(); ++i) {
+    OutputPump& pump = group_->output_pumps()[i];
     pump_fds_.push_back(pump.open() ? std::make_unique<boost::asio::posix::stream_descriptor>(
                                           io_, ::dup(pump.fd()))
                                     : nullptr);
@@ -258,7 +255,14 @@ std::vector<WorkerFailure> AgentLoop::local_failures() const {
   return failures;
 }
 
+void AgentLoop::end_open_console_lines() {
+  if (group_) {
+    group_->console().end_open_lines();  // a worker's partial line must not swallow ours
+  }
+}
+
 void AgentLoop::report_local_failures(const std::vector<WorkerFailure>& failures) {
+  end_open_console_lines();
   for (const auto& failure : failures) {
     const std::string how =
         failure.exit_code < 0 ? "killed by " + signal_name(-failure.exit_code)
@@ -288,11 +292,22 @@ void AgentLoop::after_reap() {
       return;
     case GroupState::kSucceeded:
       outcome_reported_ = true;
-      group_->finish_output();
       events_.record("workers_succeeded", {{"round", round_ ? round_->round : 0}});
       driver_->feed(round::WorkersSucceeded{});
       return;
     case GroupState::kFailed: {
+      if (group_->gathering_failures()) {
+        // Other workers failing in the same moment are failures too (torchrun's monitor
+        // interval): look again when the window closes.
+        failure_timer_.expires_at(*group_->failure_window_end());
+        failure_timer_.async_wait([this](const boost::system::error_code& error) {
+          if (!error && group_) {
+            group_->reap();
+            after_reap();
+          }
+        });
+        return;
+      }
       outcome_reported_ = true;
       std::vector<WorkerFailure> failures = local_failures();
       report_local_failures(failures);
@@ -334,9 +349,9 @@ void AgentLoop::stop_workers(int signal) {
 void AgentLoop::workers_gone() {
   kill_timer_.cancel();
   reap_timer_.cancel();
+  failure_timer_.cancel();
   if (group_) {
     group_->kill_all();  // grandchildren left in the workers' process groups go too
-    group_->finish_output();
   }
   pump_fds_.clear();
   group_.reset();
@@ -345,6 +360,7 @@ void AgentLoop::workers_gone() {
 }
 
 void AgentLoop::notice(const round::Notice& notice) {
+  end_open_console_lines();
   std::fprintf(stderr, "ddprun: %s\n", notice.text.c_str());
   std::fflush(stderr);
   static constexpr const char* kRecorded[] = {"restart", "membership_change", "node_lost",
@@ -369,8 +385,9 @@ void AgentLoop::write_agent_error_file(const std::vector<WorkerFailure>& failure
 }
 
 void AgentLoop::finished(const round::Finish& finish) {
+  end_open_console_lines();
   if (!finish.failures.empty() && finish.exit_status == round::kExitFailure) {
-    std::fputs(format_failure_summary(entry_name(config_), finish.failures).c_str(), stderr);
+    std::fputs(format_failure_summary(failure_title_name(config_), finish.failures).c_str(), stderr);
     write_agent_error_file(finish.failures);
   } else if (finish.exit_status == round::kExitFailure) {
     std::fprintf(stderr, "ddprun: %s\n", finish.reason.c_str());

@@ -52,6 +52,7 @@ class AgentLoop final : public rendezvous::backends::RoundListener {
   void workers_gone();
   std::vector<WorkerLaunch> plan_workers(const RoundInfo& round);
   std::vector<WorkerFailure> local_failures() const;
+  void end_open_console_lines();
   void report_local_failures(const std::vector<WorkerFailure>& failures);
   void write_agent_error_file(const std::vector<WorkerFailure>& failures) const;
 
@@ -76,6 +77,7 @@ class AgentLoop final : public rendezvous::backends::RoundListener {
   std::vector<std::unique_ptr<boost::asio::posix::stream_descriptor>> pump_fds_;
   bool outcome_reported_ = false;  // WorkersSucceeded/WorkersFailed fed for this group
   bool stopping_ = false;
+  boost::asio::steady_timer failure_timer_;
   boost::asio::steady_timer kill_timer_;
   boost::asio::steady_timer reap_timer_;
 

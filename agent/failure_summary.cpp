@@ -4,6 +4,8 @@
 #include <ctime>
 #include <sstream>
 
+#include "agent/worker_exit.hpp"
+
 namespace ddprun::agent {
 
 namespace {
@@ -21,12 +23,17 @@ std::string indent_continuation_lines(const std::string& text) {
 }
 
 std::string format_one(std::size_t index, const WorkerFailure& failure) {
+  // torchrun 2.13's line is "exitcode  : ${exitcode} (pid: ${pid}) ${signal_name}", where the
+  // signal part is " (SIGKILL)" or empty: the trailing blank is torchrun's, kept for parsers.
+  const std::string signal_part =
+      failure.exit_code < 0 ? " (" + signal_name(-failure.exit_code) + ")" : "";
   std::ostringstream out;
   out << '[' << index << "]:\n"
       << "  time      : " << format_failure_time(failure.timestamp_s) << '\n'
       << "  host      : " << failure.host << '\n'
       << "  rank      : " << failure.global_rank << " (local_rank: " << failure.local_rank << ")\n"
-      << "  exitcode  : " << failure.exit_code << " (pid: " << failure.pid << ")\n"
+      << "  exitcode  : " << failure.exit_code << " (pid: " << failure.pid << ") " << signal_part
+      << '\n'
       << "  error_file: " << (failure.error_file.empty() ? "<N/A>" : failure.error_file) << '\n'
       << "  traceback : " << indent_continuation_lines(failure.message);
   return out.str();
@@ -51,16 +58,30 @@ std::string format_failure_time(double epoch_seconds) {
   return text;
 }
 
+std::string failure_title_name(const launcher::LaunchConfig& config) {
+  if (!config.entry_point.empty())
+    return config.entry_point;
+  return config.worker_argv.empty() ? std::string() : config.worker_argv.front();
+}
+
 std::string format_failure_summary(const std::string& title_name,
                                    const std::vector<WorkerFailure>& failures) {
   const std::string title = title_name + " FAILED";
+  // torchrun numbers the failures in the order of its rank-keyed map and picks the root cause
+  // by time; the caller passes the root cause first.
+  std::vector<std::size_t> by_rank(failures.size());
+  for (std::size_t i = 0; i < by_rank.size(); ++i)
+    by_rank[i] = i;
+  std::stable_sort(by_rank.begin(), by_rank.end(), [&](std::size_t a, std::size_t b) {
+    return failures[a].global_rank < failures[b].global_rank;
+  });
   std::size_t width = title.size();
   std::string root = "<N/A>";
   std::vector<std::string> others;
-  for (std::size_t i = 0; i < failures.size(); ++i) {
-    std::string entry = format_one(i, failures[i]);
+  for (std::size_t index = 0; index < by_rank.size(); ++index) {
+    std::string entry = format_one(index, failures[by_rank[index]]);
     width = std::max(width, longest_line(entry));
-    if (i == 0) {
+    if (by_rank[index] == 0) {
       root = std::move(entry);
     } else {
       others.push_back(std::move(entry));

@@ -20,14 +20,31 @@ bool selected_for_console(const launcher::LaunchConfig& config, int local_rank) 
   return filter.empty() || std::find(filter.begin(), filter.end(), local_rank) != filter.end();
 }
 
-StreamPlan plan_stream(int redirect_bits, int tee_bits, int bit, bool selected,
-                       const std::string& rank_dir, const char* file_name) {
+struct StreamInputs {
+  int redirect_bits = 0;
+  int tee_bits = 0;
+  bool selected = true;     // shown on the console (--local-ranks-filter)
+  std::string attempt_dir;  // "" when file logging is disabled
+  std::string rank_dir;
+  const std::vector<std::string>* duplicate_filters = nullptr;
+};
+
+StreamPlan plan_stream(const StreamInputs& in, int bit, const char* file_name,
+                       const char* duplicate_name) {
   StreamPlan plan;
-  const bool to_file = ((redirect_bits | tee_bits) & bit) != 0;
-  const bool redirected_only = (redirect_bits & bit) != 0 && (tee_bits & bit) == 0;
-  plan.to_console = selected && !redirected_only;
-  if (to_file)
-    plan.file = rank_dir.empty() ? "/dev/null" : rank_dir + "/" + file_name;
+  const bool to_file = ((in.redirect_bits | in.tee_bits) & bit) != 0;
+  if (in.attempt_dir.empty() || !to_file) {
+    plan.route = in.selected ? StreamRoute::kInherit : StreamRoute::kDiscard;
+    return plan;
+  }
+  plan.file = in.rank_dir + "/" + file_name;
+  const bool tee = (in.tee_bits & bit) != 0 && in.selected;
+  plan.route = tee ? StreamRoute::kTee : StreamRoute::kFile;
+  // torchrun copies matching lines from the streams it tails, i.e. the tee'd, shown ones.
+  if (tee && !in.duplicate_filters->empty()) {
+    plan.duplicate_file = in.attempt_dir + "/" + duplicate_name;
+    plan.duplicate_filters = *in.duplicate_filters;
+  }
   return plan;
 }
 
@@ -45,15 +62,19 @@ std::string make_temp_dir(const std::string& templ) {
 
 WorkerLogPlan plan_worker_logs(const launcher::LaunchConfig& config, const std::string& attempt_dir,
                                int local_rank) {
-  const std::string rank_dir =
+  StreamInputs in;
+  in.redirect_bits = config.redirects.for_local_rank(local_rank);
+  in.tee_bits = config.tee.for_local_rank(local_rank);
+  in.selected = selected_for_console(config, local_rank);
+  in.attempt_dir = attempt_dir;
+  in.rank_dir =
       attempt_dir.empty() ? std::string() : attempt_dir + "/" + std::to_string(local_rank);
-  const bool selected = selected_for_console(config, local_rank);
-  const int redirect_bits = config.redirects.for_local_rank(local_rank);
-  const int tee_bits = config.tee.for_local_rank(local_rank);
   WorkerLogPlan plan;
-  plan.out = plan_stream(redirect_bits, tee_bits, kStdOut, selected, rank_dir, "stdout.log");
-  plan.err = plan_stream(redirect_bits, tee_bits, kStdErr, selected, rank_dir, "stderr.log");
-  plan.error_file = rank_dir.empty() ? std::string() : rank_dir + "/error.json";
+  in.duplicate_filters = &config.duplicate_stdout_filters;
+  plan.out = plan_stream(in, kStdOut, "stdout.log", "filtered_stdout.log");
+  in.duplicate_filters = &config.duplicate_stderr_filters;
+  plan.err = plan_stream(in, kStdErr, "stderr.log", "filtered_stderr.log");
+  plan.error_file = in.rank_dir.empty() ? std::string() : in.rank_dir + "/error.json";
   return plan;
 }
 

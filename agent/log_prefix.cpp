@@ -70,35 +70,68 @@ std::string expand_prefix_template(std::string_view templ, const PrefixFields& f
 
 std::string LinePrefixer::feed(std::string_view bytes) {
   std::string out;
+  out.reserve(bytes.size() + prefix_.size());
   while (!bytes.empty()) {
-    auto newline = bytes.find('\n');
-    if (newline == std::string_view::npos) {
-      pending_.append(bytes);
-      bytes = {};
-    } else {
-      pending_.append(bytes.substr(0, newline + 1));
-      bytes.remove_prefix(newline + 1);
-      out += prefix_;
-      out += pending_;
-      pending_.clear();
+    if (bytes.front() == '\n' && after_carriage_return_) {  // the '\n' of "\r\n": no new line
+      out += '\n';
+      after_carriage_return_ = false;
+      line_open_ = false;
+      bytes.remove_prefix(1);
       continue;
     }
-    while (pending_.size() >= max_line_) {
+    if (at_line_start_)
       out += prefix_;
-      out.append(pending_, 0, max_line_);
-      out += '\n';
-      pending_.erase(0, max_line_);
-    }
+    // Up to and including the next line break, in one piece.
+    const auto brk = bytes.find_first_of("\r\n");
+    const std::size_t length = brk == std::string_view::npos ? bytes.size() : brk + 1;
+    out.append(bytes.substr(0, length));
+    const char last = bytes[length - 1];
+    after_carriage_return_ = last == '\r';
+    at_line_start_ = last == '\n' || last == '\r';
+    line_open_ = last != '\n';
+    bytes.remove_prefix(length);
   }
   return out;
 }
 
-std::string LinePrefixer::finish() {
-  if (pending_.empty())
+std::string LinePrefixer::end_line() {
+  if (!line_open_)
     return {};
-  std::string out = prefix_ + pending_ + "\n";
+  line_open_ = false;
+  at_line_start_ = true;
+  after_carriage_return_ = false;
+  return "\n";
+}
+
+std::vector<std::string> LineSplitter::feed(std::string_view bytes) {
+  std::vector<std::string> lines;
+  for (const char c : bytes) {
+    if (c == '\n' && after_carriage_return_) {
+      after_carriage_return_ = false;  // the second half of "\r\n"
+      continue;
+    }
+    after_carriage_return_ = c == '\r';
+    if (c == '\n' || c == '\r') {
+      lines.push_back(std::move(pending_));
+      pending_.clear();
+      continue;
+    }
+    pending_ += c;
+    if (pending_.size() >= max_line_) {
+      lines.push_back(std::move(pending_));
+      pending_.clear();
+    }
+  }
+  return lines;
+}
+
+std::vector<std::string> LineSplitter::finish() {
+  std::vector<std::string> lines;
+  if (!pending_.empty())
+    lines.push_back(std::move(pending_));
   pending_.clear();
-  return out;
+  after_carriage_return_ = false;
+  return lines;
 }
 
 }  // namespace ddprun::agent

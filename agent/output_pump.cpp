@@ -11,6 +11,7 @@ namespace ddprun::agent {
 namespace {
 constexpr std::size_t kReadChunk = 64 * 1024;
 constexpr int kMaxReadsPerWakeup = 16;  // fairness between workers that write a lot
+constexpr int kMaxReadsAtFinish = 256;  // 16 MiB after the worker exited, then stop reading
 }  // namespace
 
 void write_fully(int fd, const char* data, std::size_t size) {
@@ -30,30 +31,43 @@ void write_fully(int fd, const char* data, std::size_t size) {
   }
 }
 
-OutputPump::OutputPump(OwnedFd read_end, int console_fd, OwnedFd file_fd, std::string prefix)
+OutputPump::OutputPump(OwnedFd read_end, PumpConsole console, OwnedFd file_fd,
+                       PumpDuplicate duplicate)
     : read_end_(std::move(read_end)),
-      console_fd_(console_fd),
+      console_(console),
       file_fd_(std::move(file_fd)),
-      prefixer_(std::move(prefix)) {
+      duplicate_(std::move(duplicate)) {
   int flags = ::fcntl(read_end_.get(), F_GETFL);
   ::fcntl(read_end_.get(), F_SETFL, flags | O_NONBLOCK);
+}
+
+void OutputPump::copy_duplicates(const std::vector<std::string>& lines) {
+  for (const auto& line : lines) {
+    for (const auto& needle : duplicate_.needles) {
+      if (line.find(needle) != std::string::npos) {
+        const std::string text = duplicate_.prefix + line + "\n";
+        write_fully(duplicate_.fd, text.data(), text.size());  // one write: one whole line
+        break;
+      }
+    }
+  }
 }
 
 void OutputPump::deliver(const char* data, std::size_t size) {
   if (file_fd_)
     write_fully(file_fd_.get(), data, size);
-  if (console_fd_ >= 0) {
-    const std::string lines = prefixer_.feed(std::string_view(data, size));
-    write_fully(console_fd_, lines.data(), lines.size());
-  }
+  if (console_.console != nullptr)
+    console_.console->write(console_.writer, std::string_view(data, size));
+  if (duplicate_.fd >= 0)
+    copy_duplicates(duplicate_lines_.feed(std::string_view(data, size)));
 }
 
 void OutputPump::close_stream() {
   read_end_.reset();
-  if (console_fd_ >= 0) {
-    const std::string rest = prefixer_.finish();
-    write_fully(console_fd_, rest.data(), rest.size());
-  }
+  if (console_.console != nullptr)
+    console_.console->end_line(console_.writer);
+  if (duplicate_.fd >= 0)
+    copy_duplicates(duplicate_lines_.finish());
   file_fd_.reset();
 }
 
@@ -81,7 +95,7 @@ void OutputPump::finish() {
     return;
   char buffer[kReadChunk];
   // Bounded: a grandchild that keeps the pipe open and writes forever must not hold us.
-  for (int i = 0; i < 256; ++i) {
+  for (int i = 0; i < kMaxReadsAtFinish; ++i) {
     ssize_t n = ::read(read_end_.get(), buffer, sizeof buffer);
     if (n > 0) {
       deliver(buffer, static_cast<std::size_t>(n));

@@ -2,6 +2,9 @@
 
 #include <unistd.h>
 
+#include <cctype>
+#include <string_view>
+
 namespace ddprun::agent {
 
 namespace {
@@ -9,6 +12,26 @@ namespace {
 std::string inherited_or(const EnvMap& env, const std::string& name, const std::string& fallback) {
   auto it = env.find(name);
   return it == env.end() ? fallback : it->second;
+}
+
+// torchrun's _set_local_rank_env: the worker's one GPU, the local_rank-th entry of the agent's
+// CUDA_VISIBLE_DEVICES (split on ',', blanks trimmed), or the local rank itself when unset.
+// The launcher has checked that the list is long enough.
+std::string virtual_local_rank_device(const EnvMap& inherited, int local_rank) {
+  auto it = inherited.find("CUDA_VISIBLE_DEVICES");
+  if (it == inherited.end())
+    return std::to_string(local_rank);
+  std::string_view rest = it->second;
+  for (int entry = 0; entry < local_rank && !rest.empty(); ++entry) {
+    const auto comma = rest.find(',');
+    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+  }
+  std::string_view device = rest.substr(0, rest.find(','));
+  while (!device.empty() && std::isspace(static_cast<unsigned char>(device.front())))
+    device.remove_prefix(1);
+  while (!device.empty() && std::isspace(static_cast<unsigned char>(device.back())))
+    device.remove_suffix(1);
+  return std::string(device);
 }
 
 }  // namespace
@@ -22,6 +45,8 @@ EnvMap build_worker_env(const launcher::LaunchConfig& config, const RoundInfo& r
   const int local_rank = inputs.local_rank;
   const int global_rank = round.base_global_rank + local_rank;
   env["LOCAL_RANK"] = std::to_string(config.virtual_local_rank ? 0 : local_rank);
+  if (config.virtual_local_rank)
+    env["CUDA_VISIBLE_DEVICES"] = virtual_local_rank_device(inputs.inherited, local_rank);
   env["RANK"] = std::to_string(global_rank);
   env["GROUP_RANK"] = std::to_string(round.group_rank);
   // A single role per job, so role ranks are global ranks (torchrun's behaviour as well).
@@ -46,7 +71,8 @@ EnvMap build_worker_env(const launcher::LaunchConfig& config, const RoundInfo& r
   env["NCCL_ASYNC_ERROR_HANDLING"] = inherited_or(env, "NCCL_ASYNC_ERROR_HANDLING", async_handling);
   // torchrun's config_from_args: unset and more than one worker per node -> 1 thread each.
   // (try_emplace: only when absent; it also sidesteps a GCC 12 -Wrestrict false positive.)
-  if (config.nproc_per_node > 1) env.try_emplace("OMP_NUM_THREADS", "1");
+  if (config.nproc_per_node > 1)
+    env.try_emplace("OMP_NUM_THREADS", "1");
   env.try_emplace("TORCHELASTIC_SIGNALS_TO_HANDLE", config.signals_to_handle_text);
   return env;
 }

@@ -6,9 +6,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <algorithm>
 #include <stdexcept>
 
 #include "agent/worker_process.hpp"
@@ -17,40 +17,47 @@ namespace ddprun::agent {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
 // How long to wait for SIGKILLed workers to be reaped before giving up on them (a worker in
 // uninterruptible sleep cannot be reaped; the agent must not hang on it).
 constexpr std::chrono::seconds kReapAfterKillLimit{5};
 
-OwnedFd open_log_file(const std::string& path) {
-  OwnedFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+OwnedFd open_file(const std::string& path, int flags) {
+  OwnedFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | flags, 0644));
   if (!fd)
     throw std::runtime_error("cannot open " + path + ": " + std::strerror(errno));
   return fd;
 }
 
-// What the child's stream is connected to, and what the agent keeps for pumping it.
+// What the child's stream is connected to (empty: the agent's own, inherited), and for a
+// tee'd stream the pipe end and log file the pump keeps.
 struct StreamWiring {
   OwnedFd child_end;
-  std::optional<OutputPump> pump;
+  OwnedFd pump_read_end;
+  OwnedFd pump_file;
 };
 
-StreamWiring wire_stream(const StreamPlan& plan, int console_fd, const std::string& prefix) {
+StreamWiring wire_stream(const StreamPlan& plan) {
   StreamWiring wiring;
-  if (!plan.to_console) {
-    // Straight to the file (redirect) or nowhere: no copy through the agent.
-    wiring.child_end = plan.file.empty() ? open_log_file("/dev/null") : open_log_file(plan.file);
-    return wiring;
+  switch (plan.route) {
+    case StreamRoute::kInherit:
+      break;
+    case StreamRoute::kDiscard:
+      wiring.child_end = open_file("/dev/null", 0);
+      break;
+    case StreamRoute::kFile:
+      wiring.child_end = open_file(plan.file, O_TRUNC);
+      break;
+    case StreamRoute::kTee: {
+      int ends[2];
+      if (::pipe2(ends, O_CLOEXEC) != 0) {
+        throw std::runtime_error(std::string("pipe failed: ") + std::strerror(errno));
+      }
+      wiring.pump_read_end = OwnedFd(ends[0]);
+      wiring.child_end = OwnedFd(ends[1]);
+      wiring.pump_file = open_file(plan.file, O_TRUNC);
+      break;
+    }
   }
-  int ends[2];
-  if (::pipe2(ends, O_CLOEXEC) != 0) {
-    throw std::runtime_error(std::string("pipe failed: ") + std::strerror(errno));
-  }
-  OwnedFd read_end(ends[0]);
-  wiring.child_end = OwnedFd(ends[1]);
-  OwnedFd file = plan.file.empty() ? OwnedFd() : open_log_file(plan.file);
-  wiring.pump.emplace(std::move(read_end), console_fd, std::move(file), prefix);
   return wiring;
 }
 
@@ -60,36 +67,64 @@ double unix_time_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-WorkerGroup::WorkerGroup(const std::vector<WorkerLaunch>& launches, const sigset_t& child_mask) {
+WorkerGroup::WorkerGroup(const std::vector<WorkerLaunch>& launches, const sigset_t& child_mask,
+                         std::chrono::duration<double> failure_window)
+    : failure_window_(std::chrono::duration_cast<Clock::duration>(failure_window)),
+      console_(std::make_unique<Console>()) {
   workers_.reserve(launches.size());
   pumps_.reserve(launches.size() * 2);
   try {
-    for (const auto& launch : launches) {
-      StreamWiring out = wire_stream(launch.logs.out, STDOUT_FILENO, launch.console_prefix);
-      StreamWiring err = wire_stream(launch.logs.err, STDERR_FILENO, launch.console_prefix);
-      WorkerCommand command{launch.argv, launch.env, out.child_end.get(), err.child_end.get()};
-      WorkerRecord record;
-      record.local_rank = launch.local_rank;
-      record.global_rank = launch.global_rank;
-      record.error_file = launch.logs.error_file;
-      record.pid = spawn_worker(command, child_mask);
-      workers_.push_back(std::move(record));
-      if (out.pump)
-        pumps_.push_back(std::move(*out.pump));
-      if (err.pump)
-        pumps_.push_back(std::move(*err.pump));
-      // child ends close here: the worker holds the only write ends, so EOF means it is gone
-    }
+    for (const auto& launch : launches)
+      start_worker(launch, child_mask);
   } catch (...) {
     kill_and_reap_bounded();
     throw;
   }
 }
 
+int WorkerGroup::duplicate_fd(const std::string& path) {
+  for (const auto& [open_path, fd] : duplicate_files_) {
+    if (open_path == path)
+      return fd.get();
+  }
+  // Truncated once per attempt, as torchrun's open(..., "w"); appended to by every rank.
+  duplicate_files_.emplace_back(path, open_file(path, O_TRUNC | O_APPEND));
+  return duplicate_files_.back().second.get();
+}
+
+void WorkerGroup::start_worker(const WorkerLaunch& launch, const sigset_t& child_mask) {
+  StreamWiring out = wire_stream(launch.logs.out);
+  StreamWiring err = wire_stream(launch.logs.err);
+  WorkerCommand command{launch.argv, launch.env, out.child_end.get(), err.child_end.get(),
+                        launch.cpu_affinity};
+  WorkerRecord record;
+  record.local_rank = launch.local_rank;
+  record.global_rank = launch.global_rank;
+  record.error_file = launch.logs.error_file;
+  record.pid = spawn_worker(command, child_mask);
+  workers_.push_back(std::move(record));
+  const auto add_pump = [&](StreamWiring& wiring, const StreamPlan& plan, ConsoleStream stream) {
+    if (!wiring.pump_read_end)
+      return;
+    PumpConsole console{console_.get(), console_->add_writer(stream, launch.console_prefix)};
+    PumpDuplicate duplicate;
+    if (!plan.duplicate_file.empty()) {
+      duplicate.fd = duplicate_fd(plan.duplicate_file);
+      duplicate.needles = plan.duplicate_filters;
+      duplicate.prefix = launch.console_prefix;
+    }
+    pumps_.emplace_back(std::move(wiring.pump_read_end), console, std::move(wiring.pump_file),
+                        std::move(duplicate));
+  };
+  add_pump(out, launch.logs.out, ConsoleStream::kOut);
+  add_pump(err, launch.logs.err, ConsoleStream::kErr);
+  // The child ends close here: the worker holds the only write ends, so EOF means it is gone.
+}
+
 WorkerGroup::~WorkerGroup() {
   if (!all_exited())
     kill_and_reap_bounded();
-  finish_output();
+  finish_output_if_done();
 }
 
 bool WorkerGroup::all_exited() const {
@@ -118,15 +153,18 @@ void WorkerGroup::reap() {
       worker.exit = worker_exit_from_wait_status(status);
       worker.exit_time_s = unix_time_now();
       worker.stopped_by_agent = stopping_;
+      if (!worker.exit->succeeded() && !stopping_ && !failure_window_end_)
+        failure_window_end_ = Clock::now() + failure_window_;
     } else if (rc < 0 && errno == ECHILD) {
       worker.exit = WorkerExit{-SIGKILL};  // reaped elsewhere: treat as lost
       worker.exit_time_s = unix_time_now();
       worker.stopped_by_agent = stopping_;
     }
   }
+  finish_output_if_done();
 }
 
-void WorkerGroup::finish_output() {
+void WorkerGroup::finish_output_if_done() {
   if (output_finished_ || !all_exited())
     return;
   for (auto& pump : pumps_)
@@ -134,9 +172,13 @@ void WorkerGroup::finish_output() {
   output_finished_ = true;
 }
 
+bool WorkerGroup::gathering_failures() const {
+  return failure_window_end_ && !stopping_ && !all_exited() && Clock::now() < *failure_window_end_;
+}
+
 void WorkerGroup::signal_all(int sig) {
+  reap();  // before stopping_: a worker that exited already did so on its own
   stopping_ = true;
-  reap();
   for (const auto& worker : workers_) {
     if (!worker.exit)
       signal_worker_group(worker.pid, sig);
@@ -156,10 +198,10 @@ void WorkerGroup::kill_all() {
 
 void WorkerGroup::kill_and_reap_bounded() {
   kill_all();
-  // SIGKILLed workers die at once unless stuck in uninterruptible sleep (NCCL, RDMA): wait
-  // for each on its pidfd, up to a bound, so the agent never hangs on one.
+  // SIGKILLed workers die at once unless stuck in uninterruptible sleep (NCCL, RDMA): wait for
+  // each on its pidfd, up to a bound, so the agent never hangs on one.
   const auto deadline = Clock::now() + kReapAfterKillLimit;
-  for (auto& worker : workers_) {
+  for (const auto& worker : workers_) {
     if (worker.exit)
       continue;
     OwnedFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, worker.pid, 0)));

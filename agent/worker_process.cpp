@@ -1,11 +1,14 @@
 #include "agent/worker_process.hpp"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <memory>
 #include <stdexcept>
 
 namespace ddprun::agent {
@@ -14,13 +17,39 @@ namespace {
 
 // Everything the child touches after fork is prepared here: between fork and exec only
 // async-signal-safe calls are allowed (the agent has other threads).
+struct CpuSetDeleter {
+  void operator()(cpu_set_t* set) const { CPU_FREE(set); }
+};
+
 struct ExecImage {
   std::string program;
   std::vector<std::string> storage;
   std::vector<char*> argv;
   std::vector<char*> envp;
   std::string exec_error_prefix;
+  std::unique_ptr<cpu_set_t, CpuSetDeleter> cpus;  // null: no binding
+  std::size_t cpus_size = 0;
+  std::string bind_error_prefix;
 };
+
+void prepare_cpu_set(const std::vector<int>& cpus, ExecImage& image) {
+  if (cpus.empty())
+    return;
+  int highest = 0;
+  for (int cpu : cpus) {
+    if (cpu < 0)
+      throw std::runtime_error("negative CPU number " + std::to_string(cpu));
+    highest = std::max(highest, cpu);
+  }
+  image.cpus.reset(CPU_ALLOC(highest + 1));
+  if (!image.cpus)
+    throw std::runtime_error("cannot allocate a CPU set");
+  image.cpus_size = CPU_ALLOC_SIZE(highest + 1);
+  CPU_ZERO_S(image.cpus_size, image.cpus.get());
+  for (int cpu : cpus)
+    CPU_SET_S(static_cast<std::size_t>(cpu), image.cpus_size, image.cpus.get());
+  image.bind_error_prefix = "ddprun: cannot bind the worker to its CPUs (--numa-binding): ";
+}
 
 ExecImage build_image(const WorkerCommand& command) {
   ExecImage image;
@@ -37,6 +66,7 @@ ExecImage build_image(const WorkerCommand& command) {
   image.argv.push_back(nullptr);
   image.envp.push_back(nullptr);
   image.exec_error_prefix = "ddprun: cannot execute " + image.program + ": ";
+  prepare_cpu_set(command.cpu_affinity, image);
   return image;
 }
 
@@ -48,6 +78,14 @@ void write_all_raw(int fd, const char* text, std::size_t size) {
     text += n;
     size -= static_cast<std::size_t>(n);
   }
+}
+
+[[noreturn]] void exit_with_reason(const std::string& prefix, int error) {
+  write_all_raw(STDERR_FILENO, prefix.data(), prefix.size());
+  const char* reason = ::strerror(error);
+  write_all_raw(STDERR_FILENO, reason, std::strlen(reason));
+  write_all_raw(STDERR_FILENO, "\n", 1);
+  ::_exit(127);
 }
 
 [[noreturn]] void run_child(const ExecImage& image, const WorkerCommand& command,
@@ -67,13 +105,11 @@ void write_all_raw(int fd, const char* text, std::size_t size) {
   ::sigaction(SIGPIPE, &default_action, nullptr);
   ::sigprocmask(SIG_SETMASK, &child_mask, nullptr);
   ::close_range(3, ~0U, 0);  // the agent's sockets and pipes are not the worker's
+  // Threads the worker starts later inherit the binding, as under numactl --physcpubind.
+  if (image.cpus && ::sched_setaffinity(0, image.cpus_size, image.cpus.get()) != 0)
+    exit_with_reason(image.bind_error_prefix, errno);
   ::execve(image.program.c_str(), image.argv.data(), image.envp.data());
-  const int exec_errno = errno;
-  write_all_raw(STDERR_FILENO, image.exec_error_prefix.data(), image.exec_error_prefix.size());
-  const char* reason = ::strerror(exec_errno);
-  write_all_raw(STDERR_FILENO, reason, std::strlen(reason));
-  write_all_raw(STDERR_FILENO, "\n", 1);
-  ::_exit(127);
+  exit_with_reason(image.exec_error_prefix, errno);
 }
 
 }  // namespace

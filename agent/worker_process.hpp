@@ -1,7 +1,9 @@
 #pragma once
 // Starting one worker: fork/exec with the worker in its own session (so its process group can
 // be signalled as a whole, grandchildren included) and PR_SET_PDEATHSIG(SIGKILL), so it dies
-// with its agent even when the agent is SIGKILLed (torchrun leaves orphans).
+// with its agent even when the agent is SIGKILLed (torchrun leaves orphans). With
+// --numa-binding the worker is bound to its CPUs before exec (what torchrun's `numactl
+// --physcpubind` wrapper does, without needing numactl).
 
 #include <signal.h>
 #include <sys/types.h>
@@ -18,6 +20,7 @@ struct WorkerCommand {
   EnvMap env;
   int stdout_fd = -1;  // dup'ed onto 1 in the child; -1 inherits the agent's
   int stderr_fd = -1;
+  std::vector<int> cpu_affinity;  // logical CPUs the worker may run on; empty: the agent's
 };
 
 // The program execve() runs: argv0 itself when it contains '/', else the first executable
@@ -27,7 +30,7 @@ std::string resolve_program(const std::string& argv0, const EnvMap& env);
 // Forks and execs. Must be called from the thread that lives as long as the agent: the
 // kernel's "parent death" is the death of the forking thread. child_mask is restored in the
 // child before exec. Returns the pid; throws std::runtime_error when fork fails. A failed
-// exec makes the child print the reason on its stderr and exit 127.
+// exec (or CPU binding) makes the child print the reason on its stderr and exit 127.
 pid_t spawn_worker(const WorkerCommand& command, const sigset_t& child_mask);
 
 // Sends sig to the worker's process group (falls back to the pid if the group is gone or not

@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "launcher/numa_binding.hpp"
+
 namespace ddprun::launcher {
 namespace {
 
@@ -68,6 +70,13 @@ nlohmann::json launch_config_to_json(const LaunchConfig& config) {
   json["event_log_handler"] = config.event_log_handler;
   json["logs_specs"] = optional_json(config.logs_specs);
   json["numa_binding"] = optional_json(config.numa_binding);
+  nlohmann::json numa_cpus = nlohmann::json::array();
+  for (const auto& cpus : config.numa_cpus)
+    numa_cpus.push_back(cpu_list_text(cpus));
+  json["numa_cpus"] = numa_cpus;
+  json["file_timer_enabled"] = config.file_timer_enabled;
+  json["timer_file"] = optional_json(config.timer_file);
+  json["use_libuv"] = config.use_libuv;
   json["events_file"] = optional_json(config.events_file);
   json["entry_kind"] = entry_kind_name(config.entry_kind);
   json["run_path"] = config.run_path;

@@ -82,7 +82,7 @@ std::string random_uuid4() {
 
 }  // namespace
 
-HostFacts probe_host(const Environment& env) {
+HostFacts probe_host(const Environment& env, ProbeRequest request) {
   HostFacts facts;
   const long cpus = ::sysconf(_SC_NPROCESSORS_ONLN);
   facts.cpu_count = cpus > 0 ? static_cast<int>(cpus) : 1;
@@ -90,6 +90,8 @@ HostFacts probe_host(const Environment& env) {
   facts.executable_dir = executable_dir();
   facts.python3_on_path = find_on_path(env, "python3");
   facts.fresh_run_id = random_uuid4();
+  if (request.numa_topology)
+    facts.numa = read_numa_topology("", current_cpu_affinity());
   return facts;
 }
 

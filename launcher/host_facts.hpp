@@ -7,6 +7,7 @@
 #include <string>
 
 #include "launcher/environment.hpp"
+#include "launcher/numa_binding.hpp"
 
 namespace ddprun::launcher {
 
@@ -17,8 +18,13 @@ struct HostFacts {
   std::string executable_dir;                  // directory of the running ddprun
   std::optional<std::string> python3_on_path;  // first executable python3 on $PATH
   std::string fresh_run_id;                    // a random UUID4, for --standalone
+  std::optional<NumaTopology> numa;            // read only when --numa-binding asks for it
 };
 
-HostFacts probe_host(const Environment& env);
+struct ProbeRequest {
+  bool numa_topology = false;  // --numa-binding was given: read the CPU and GPU topology
+};
+
+HostFacts probe_host(const Environment& env, ProbeRequest request = {});
 
 }  // namespace ddprun::launcher

@@ -60,7 +60,7 @@ struct LaunchConfig {
   double exit_barrier_timeout_s = 300.0;
   std::vector<int> signals_to_handle;  // signal numbers; default SIGTERM,SIGINT,SIGHUP,SIGQUIT
   std::string signals_to_handle_text = "SIGTERM,SIGINT,SIGHUP,SIGQUIT";
-  bool virtual_local_rank = false;
+  bool virtual_local_rank = false;  // LOCAL_RANK=0, CUDA_VISIBLE_DEVICES=<the worker's GPU>
 
   // Logs.
   std::optional<std::string> log_dir;
@@ -71,8 +71,19 @@ struct LaunchConfig {
   std::vector<std::string> duplicate_stderr_filters;
   std::string event_log_handler = "null";
   std::optional<std::string> logs_specs;
-  std::optional<std::string> numa_binding;
-  std::optional<std::string> events_file;  // ddprun: one JSON line per agent event
+  std::optional<std::string> numa_binding;  // node|socket|exclusive|core-complex
+  std::vector<std::vector<int>> numa_cpus;  // --numa-binding: CPUs per local rank
+  std::optional<std::string> events_file;   // ddprun: one JSON line per agent event
+
+  // Environment variables torchrun reads, parsed here once (for --print-config; the agent's
+  // file-timer setup, agent/file_timer_setup, applies the watchdog's contract at each start).
+  // TORCHELASTIC_ENABLE_FILE_TIMER=1 asks for the file-timer watchdog; its named pipe is
+  // TORCHELASTIC_TIMER_FILE when given (else a fresh <tmp>/watchdog_timer_<uuid4> per start).
+  bool file_timer_enabled = false;
+  std::optional<std::string> timer_file;  // TORCHELASTIC_TIMER_FILE as given
+  // USE_LIBUV: "1" (default) for libuv TCPStore servers, anything else for the legacy one.
+  // torchrun only passes it on to the workers (their own stores); so does ddprun.
+  bool use_libuv = true;
 
   // Entry point.
   EntryKind entry_kind = EntryKind::kPythonScript;

@@ -47,7 +47,8 @@ int main(int argc, char** argv) {
       std::cout << "ddprun " << DDPRUN_VERSION << '\n';
       return 0;
     }
-    resolved = launcher::resolve_launch(parsed, env, launcher::probe_host(env));
+    const launcher::ProbeRequest probe{.numa_topology = parsed.has("numa_binding")};
+    resolved = launcher::resolve_launch(parsed, env, launcher::probe_host(env, probe));
     for (const auto& warning : resolved.warnings)
       print_warning(warning);
     if (parsed.has("print_config")) {

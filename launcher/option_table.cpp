@@ -56,15 +56,21 @@ constexpr std::array kOptions{
                "Default spawn."},
     OptionSpec{"numa_binding", "numa-binding", '\0', kValue, kWorkers, false,
                "node|socket|exclusive|core-complex",
-               "Bind each worker's CPUs and memory near its GPU. Default off."},
+               "Bind each worker to CPUs near its GPU (local rank N: visible GPU N), as torchrun: "
+               "node (the GPU's NUMA node), socket (the GPU's socket), exclusive (the node's "
+               "cores split between its GPUs), core-complex (one last-level cache per GPU). "
+               "Linux with NVIDIA GPUs; read from sysfs, no numactl needed. Default off."},
     OptionSpec{"virtual_local_rank", "virtual-local-rank", '\0', kFlag, kWorkers, true, "",
-               "Give every worker LOCAL_RANK=0 and only its own GPU in CUDA_VISIBLE_DEVICES."},
+               "Give every worker LOCAL_RANK=0 and CUDA_VISIBLE_DEVICES=its own GPU: entry "
+               "LOCAL_RANK of the agent's CUDA_VISIBLE_DEVICES, else the local rank."},
 
     // Restarts and signals.
     OptionSpec{"max_restarts", "max-restarts", '\0', kValue, kRestarts, true, "N",
                "How often this node restarts the worker group after a failure. Default 0."},
     OptionSpec{"monitor_interval", "monitor-interval", '\0', kValue, kRestarts, true, "SECONDS",
-               "How often worker state is checked. Default 0.1."},
+               "torchrun checks its workers this often. ddprun sees an exit at once; after a "
+               "failure it waits this long for more before stopping the other workers, so "
+               "failures of the same moment are all reported. Default 0.1."},
     OptionSpec{"signals_to_handle", "signals-to-handle", '\0', kValue, kRestarts, true,
                "SIG[,SIG...]",
                "Signals forwarded to the workers before ddprun stops them. Default "
@@ -78,19 +84,24 @@ constexpr std::array kOptions{
                "Base directory for worker log files (a fresh temporary directory by default; "
                "/dev/null turns files off)."},
     OptionSpec{"redirects", "", 'r', kValue, kLogs, true, "0-3|RANK:0-3,...",
-               "Send worker output to files instead of the console: 0 none, 1 stdout, "
-               "2 stderr, 3 both; or per local rank, e.g. 0:1,1:2. Default 0."},
+               "Send worker output to files in the log directory instead of the console: "
+               "0 none, 1 stdout, 2 stderr, 3 both; or per local rank, e.g. 0:1,1:2. Without "
+               "it workers write to ddprun's own stdout and stderr, untouched. Default 0."},
     OptionSpec{"tee", "", 't', kValue, kLogs, true, "0-3|RANK:0-3,...",
-               "Like --redirects, but also print each line to the console with a "
-               "[role0]: prefix. Default 0."},
+               "Like --redirects, and ddprun also prints each line to its console with a "
+               "[role0]: prefix ($TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE changes it); a "
+               "partial line or progress bar shows at once. Default 0."},
     OptionSpec{"local_ranks_filter", "local-ranks-filter", '\0', kValue, kLogs, true,
-               "RANK[,RANK...]", "Show only these local ranks on the console. Default: all."},
+               "RANK[,RANK...]",
+               "Show only these local ranks on the console; the others' console streams go to "
+               "/dev/null (their log files are still written). Default: all."},
     OptionSpec{"duplicate_stdout_filters", "duplicate-stdout-filters", '\0', kValue, kLogs, true,
                "TEXT[,TEXT...]",
-               "Also copy stdout lines containing any of these strings to a separate file "
-               "(,, is a literal comma)."},
+               "Also copy the --tee'd stdout lines that contain any of these strings, "
+               "prefixed, to <log_dir>/<run>/attempt_<n>/filtered_stdout.log (,, is a literal "
+               "comma)."},
     OptionSpec{"duplicate_stderr_filters", "duplicate-stderr-filters", '\0', kValue, kLogs, true,
-               "TEXT[,TEXT...]", "The same for stderr."},
+               "TEXT[,TEXT...]", "The same for stderr, into filtered_stderr.log."},
     OptionSpec{"event_log_handler", "event-log-handler", '\0', kValue, kLogs, true, "NAME",
                "Where agent and rendezvous events go. Default null."},
     OptionSpec{"logs_specs", "logs-specs", '\0', kValue, kLogs, false, "NAME",
@@ -113,8 +124,8 @@ constexpr std::array kOptions{
                "to PATH."},
     OptionSpec{"exit_barrier_timeout", "exit-barrier-timeout", '\0', kValue, kExtras, true,
                "SECONDS",
-               "How long a node whose workers finished waits for the other nodes. "
-               "Default 300."},
+               "How long a node whose workers finished waits for the other nodes "
+               "(torchrun has no option: always 300). Default 300."},
     OptionSpec{"version", "", '\0', kFlag, kExtras, false, "", "Print the version and exit."},
     OptionSpec{"help", "", 'h', kFlag, kExtras, false, "", "Print this help and exit."},
 };

@@ -6,9 +6,11 @@
 #include <initializer_list>
 #include <limits>
 #include <optional>
+#include <tuple>
 
 #include "launcher/entry_point.hpp"
 #include "launcher/gpu_visibility.hpp"
+#include "launcher/numa_binding.hpp"
 #include "launcher/option_table.hpp"
 #include "launcher/slurm_environment.hpp"
 #include "launcher/text.hpp"
@@ -112,6 +114,46 @@ std::string join(const std::vector<std::string>& items) {
   for (const auto& item : items)
     text += (text.empty() ? "" : ",") + item;
   return text;
+}
+
+// torchrun's LocalElasticAgent._set_local_rank_env: local rank N gets the Nth entry of the
+// agent's CUDA_VISIBLE_DEVICES (a plain split on ','), or device N when it is unset.
+void check_virtual_local_ranks(int nproc_per_node, const std::optional<std::string>& visible) {
+  if (!visible)
+    return;
+  const auto entries = static_cast<int>(std::count(visible->begin(), visible->end(), ',')) + 1;
+  if (nproc_per_node > entries) {
+    throw UsageError(
+        "--virtual-local-rank",
+        cat("local rank ", std::to_string(entries), " has no device in CUDA_VISIBLE_DEVICES='",
+            *visible, "' (", std::to_string(entries), " entries for ",
+            std::to_string(nproc_per_node), " workers)"),
+        "at most one worker per CUDA_VISIBLE_DEVICES entry");
+  }
+}
+
+// Whether --tee covers `bit` (1 stdout, 2 stderr) for at least one local rank.
+bool tees_stream(const StdStreams& tee, int nproc_per_node, int bit) {
+  for (int local_rank = 0; local_rank < nproc_per_node; ++local_rank) {
+    if ((tee.for_local_rank(local_rank) & bit) != 0)
+      return true;
+  }
+  return false;
+}
+
+// The variables torchrun's agent reads besides PET_*: the file-timer watchdog and USE_LIBUV.
+void resolve_torchelastic_environment(const Environment& env, LaunchConfig& config) {
+  const auto enabled = lookup(env, "TORCHELASTIC_ENABLE_FILE_TIMER");
+  config.file_timer_enabled = enabled && *enabled == "1";  // torchrun: str(value) == "1"
+  config.value_sources["file_timer_enabled"] =
+      enabled ? "env:TORCHELASTIC_ENABLE_FILE_TIMER" : "default";
+  // torchrun passes a given path on to the workers, enabled or not.
+  config.timer_file = lookup(env, "TORCHELASTIC_TIMER_FILE");
+  config.value_sources["timer_file"] =
+      config.timer_file ? "env:TORCHELASTIC_TIMER_FILE" : "default";
+  const auto libuv = lookup(env, "USE_LIBUV");
+  config.use_libuv = libuv.value_or("1") == "1";
+  config.value_sources["use_libuv"] = libuv ? "env:USE_LIBUV" : "default";
 }
 
 }  // namespace
@@ -257,6 +299,9 @@ ResolvedLaunch resolve_launch(const ParsedCommandLine& parsed, const Environment
     config.signals_to_handle_text = join(names);
   }
   config.virtual_local_rank = values.flag("virtual_local_rank");
+  if (config.virtual_local_rank) {
+    check_virtual_local_ranks(config.nproc_per_node, lookup(env, "CUDA_VISIBLE_DEVICES"));
+  }
 
   // Logs.
   if (auto v = values.get("log_dir"); v && !v->text.empty())
@@ -269,11 +314,26 @@ ResolvedLaunch resolve_launch(const ParsedCommandLine& parsed, const Environment
   if (auto v = values.get("local_ranks_filter")) {
     config.local_ranks_filter = parse_local_ranks(v->text, label("local_ranks_filter", *v));
   }
-  if (auto v = values.get("duplicate_stdout_filters")) {
-    config.duplicate_stdout_filters = parse_filter_list(v->text);
-  }
-  if (auto v = values.get("duplicate_stderr_filters")) {
-    config.duplicate_stderr_filters = parse_filter_list(v->text);
+  for (const auto& [dest, filters, bit, stream] :
+       {std::tuple{"duplicate_stdout_filters", &config.duplicate_stdout_filters, 1, "stdout"},
+        std::tuple{"duplicate_stderr_filters", &config.duplicate_stderr_filters, 2, "stderr"}}) {
+    auto v = values.get(dest);
+    if (!v)
+      continue;
+    *filters = parse_filter_list(v->text);
+    if (filters->empty())
+      continue;
+    if (config.log_dir && *config.log_dir == "/dev/null") {
+      throw UsageError(label(dest, *v),
+                       cat("copies lines to <log dir>/<run>/attempt_<n>/filtered_", stream,
+                           ".log, but --log-dir /dev/null turns log files off"),
+                       cat("a --log-dir that is a directory, or no ", label(dest, *v)));
+    }
+    if (!tees_stream(config.tee, config.nproc_per_node, bit)) {
+      resolved.warnings.push_back(cat(label(dest, *v), " copies lines of --tee'd ", stream,
+                                      " only, and --tee does not include ", stream,
+                                      ": nothing will be copied"));
+    }
   }
   if (auto v = values.get("event_log_handler"))
     config.event_log_handler = v->text;
@@ -282,12 +342,17 @@ ResolvedLaunch resolve_launch(const ParsedCommandLine& parsed, const Environment
   if (auto v = values.get("numa_binding")) {
     config.numa_binding = check_choice(*v, label("numa_binding", *v),
                                        {"node", "socket", "exclusive", "core-complex"});
+    config.numa_cpus =
+        plan_numa_binding(facts.numa.value_or(NumaTopology{}), *config.numa_binding,
+                          config.nproc_per_node, lookup(env, "CUDA_VISIBLE_DEVICES"));
   }
   if (auto v = values.get("events_file")) {
     if (v->text.empty())
       throw UsageError(label("events_file", *v), "empty", "a file path");
     config.events_file = v->text;
   }
+
+  resolve_torchelastic_environment(env, config);
 
   // Entry point.
   EntryPointRequest request;

@@ -14,8 +14,10 @@ cd "$(dirname "$0")/.."
 PACKAGES=(
   # toolchain
   build-essential cmake ninja-build pkg-config git clang libclang-rt-14-dev
-  # launcher, agent, rendezvous
-  libboost-dev libboost-program-options-dev nlohmann-json3-dev
+  # launcher, agent, rendezvous (OpenSSL: https to etcd members)
+  libboost-dev libboost-program-options-dev nlohmann-json3-dev libssl-dev
+  # etcd rendezvous backend: tests start their own members; openssl makes their test CA
+  etcd-server openssl
   # native stacks of hung workers (eu-stack; py-spy for Python stacks comes from PyPI)
   elfutils
   # tests: Debian's torch 1.13 is the old-protocol (G0) TCPStore client

@@ -6,6 +6,7 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -32,10 +33,14 @@ const char* const kUsage =
     "  CONFIG   a YAML or JSON file in minGPT-ddp's gpt2_train_cfg.yaml layout, or a preset:\n"
     "           'default' (small, trains on 2 CPU cores in about a minute) or 'mingpt'\n"
     "           (minGPT-ddp's values; reads data_config.path, default input.txt)\n"
+    "           A file means its settings; keys it omits take minGPT-ddp's defaults (the\n"
+    "           'mingpt' preset). Without CONFIG the 'default' preset applies.\n"
     "  overrides, e.g. trainer_config.max_epochs=2 gpt_config.n_layer=4\n"
     "  --metrics PATH   append progress as JSON lines (trainer_config.metrics_path)\n"
     "Run under ddprun/torchrun (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, ...) or alone.\n"
-    "SIGTERM: finish the step, write the snapshot, exit 143.\n";
+    "SIGTERM: finish the step, write the snapshot, exit 143.\n"
+    "Snapshots (trainer_config.snapshot_path) are minGPT-ddp's: either program resumes the\n"
+    "other's. On resume the optimizer's learning rate and weight decay come from the snapshot.\n";
 
 std::string read_file(const std::string& path, const std::string& what) {
   std::ifstream in(path, std::ios::binary);
@@ -86,13 +91,12 @@ CommandLine parse_command_line(int argc, char** argv) {
   }
   const auto names = preset_names();
   if (source.empty()) {
-    parsed.config = preset("default");
+    parsed.config = preset(kPresetWithoutFile);
   } else if (std::find(names.begin(), names.end(), source) != names.end() &&
              !std::filesystem::exists(source)) {
     parsed.config = preset(source);
   } else {
-    parsed.config =
-        apply_document(preset("default"), read_file(source, "configuration file"), source);
+    parsed.config = config_from_file(read_file(source, "configuration file"), source);
   }
   for (const auto& assignment : overrides) {
     parsed.config = apply_override(parsed.config, assignment);

@@ -1,12 +1,22 @@
 #pragma once
-// Snapshot files in torch.save's zip layout, written with an untagged pickle (no
-// torch.jit._pickle globals), so Python's torch.load returns a plain dict — also under
-// weights_only on PyTorch 2.x, which rejects torch::pickle_save's type tags. See
-// shared/reference/mingpt_ddp.md §4.
+// Snapshot files in torch.save's zip layout. Writing: LibTorch's Pickler without type tags (no
+// torch.jit._pickle globals), so Python's torch.load returns a plain dict, also under
+// weights_only on PyTorch 2.x, plus ddprun-train's exact-resume record beside data.pkl (see
+// resume_record.hpp), which torch.load ignores. Reading: any torch.save file of a state-dict
+// snapshot, from PyTorch 1.6 on, through our bounded unpickler (torch_pickle_reader.hpp), because
+// LibTorch's own unpickler cannot read collections.OrderedDict (minGPT-ddp's model_state). Every
+// record read is checked against the CRC-32 in the zip's directory (zip_directory.hpp), which
+// neither LibTorch nor Python's torch.load does.
+//
+// Error policy: every unusable file throws SnapshotError, whose message names the file and says
+// what is wrong with it (empty, not a zip archive, truncated, a record missing or corrupt, a
+// pickle that is not a state dict, ...).
 #include <torch/torch.h>
 
+#include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace ddprun::train {
 
@@ -16,11 +26,17 @@ class SnapshotError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// Atomically replaces `path` (temporary file, fsync, rename, folder fsync).
-void write_snapshot_file(const std::string& path, const c10::IValue& content);
+struct SnapshotFile {
+  c10::IValue content;                       // what torch.load returns
+  std::optional<std::string> resume_record;  // ours, when ddprun-train wrote the file
+};
 
-// Reads a torch.save-style zip archive onto the CPU; throws SnapshotError for a file that is not
-// one (corrupt, truncated, not a zip) or cannot be read.
-c10::IValue read_snapshot_file(const std::string& path);
+// Atomically replaces `path` (temporary file, fsync, rename, folder fsync) with `content` and
+// the resume record.
+void write_snapshot_file(const std::string& path, const c10::IValue& content,
+                         std::string_view resume_record);
+
+// Reads a torch.save zip archive onto the CPU.
+SnapshotFile read_snapshot_file(const std::string& path);
 
 }  // namespace ddprun::train

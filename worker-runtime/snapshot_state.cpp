@@ -1,10 +1,10 @@
 #include "snapshot_state.hpp"
 
+#include <cmath>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <unordered_set>
-
-#include "snapshot_io.hpp"
 
 namespace ddprun::train {
 namespace {
@@ -38,6 +38,21 @@ torch::Tensor to_cpu(const torch::Tensor& t) {
   return t.detach().to(torch::kCPU);
 }
 
+ModelDims dims_of(const GptShape& shape) {
+  return {shape.vocab_size, shape.block_size, shape.n_layer, shape.n_head, shape.n_embd};
+}
+
+// "n_layer=2, n_head=4, ..." for the dimensions a snapshot reveals (n_head = 0: unknown).
+std::string dims_text(const ModelDims& d) {
+  std::string text = "n_layer=" + std::to_string(d.n_layer);
+  if (d.n_head > 0) {
+    text += ", n_head=" + std::to_string(d.n_head);
+  }
+  return text + ", n_embd=" + std::to_string(d.n_embd) +
+         ", vocab_size=" + std::to_string(d.vocab_size) +
+         ", block_size=" + std::to_string(d.block_size);
+}
+
 // Reading helpers that turn a wrong type into a message naming the file and the field.
 class SnapshotReader {
  public:
@@ -56,6 +71,11 @@ class SnapshotReader {
     return it->value();
   }
 
+  const c10::IValue* optional_field(const Dict& dict, const std::string& key) const {
+    const auto it = dict.find(c10::IValue(key));
+    return it == dict.end() ? nullptr : &it->value();
+  }
+
   Dict dict(const c10::IValue& value, const std::string& what) const {
     if (!value.isGenericDict()) {
       fail(what + " is not a dict");
@@ -68,9 +88,32 @@ class SnapshotReader {
       return value.toInt();
     }
     if (value.isTensor() && value.toTensor().numel() == 1) {
-      return static_cast<int64_t>(value.toTensor().item<double>());
+      const double v = value.toTensor().item<double>();
+      if (std::isfinite(v) && v == std::floor(v) && std::abs(v) < 9.0e15) {
+        return static_cast<int64_t>(v);
+      }
     }
     fail(what + " is not an integer");
+  }
+
+  double number(const c10::IValue& value, const std::string& what) const {
+    if (value.isDouble() || value.isInt()) {
+      const double v = value.isDouble() ? value.toDouble() : static_cast<double>(value.toInt());
+      if (std::isfinite(v) && v >= 0.0) {
+        return v;
+      }
+    }
+    fail(what + " is not a finite non-negative number");
+  }
+
+  bool flag(const c10::IValue* value, const std::string& what) const {
+    if (value == nullptr || value->isNone()) {
+      return false;
+    }
+    if (!value->isBool()) {
+      fail(what + " is not a boolean");
+    }
+    return value->toBool();
   }
 
   torch::Tensor tensor(const c10::IValue& value, const std::string& what,
@@ -84,7 +127,7 @@ class SnapshotReader {
            shape_text(expected) + " (snapshot of a different configuration?)");
     }
     if (t.scalar_type() != torch::kFloat) {
-      fail(what + " is not float32");
+      fail(what + " is " + std::string(c10::toString(t.scalar_type())) + ", not float32");
     }
     return t;
   }
@@ -92,6 +135,105 @@ class SnapshotReader {
  private:
   std::string path_;
 };
+
+// The dimensions a PyTorch state_dict reveals (all but n_head); nullopt when its key tensors are
+// missing or odd, which the strict per-entry check then reports by name.
+std::optional<ModelDims> dims_from_state(const Dict& model_state) {
+  const auto find = [&](const char* key) -> std::optional<torch::Tensor> {
+    const auto it = model_state.find(c10::IValue(std::string(key)));
+    if (it == model_state.end() || !it->value().isTensor()) {
+      return std::nullopt;
+    }
+    return it->value().toTensor();
+  };
+  const auto tok = find("emb_stem.tok_emb.weight");
+  const auto pos = find("emb_stem.pos_emb");
+  if (!tok || !pos || tok->dim() != 2 || pos->dim() != 3) {
+    return std::nullopt;
+  }
+  ModelDims dims{tok->size(0), pos->size(1), 0, 0, tok->size(1)};
+  const std::string prefix = "blocks.";
+  for (const auto& entry : model_state) {
+    if (!entry.key().isString()) {
+      continue;
+    }
+    const auto& name = entry.key().toStringRef();
+    if (name.rfind(prefix, 0) != 0) {
+      continue;
+    }
+    const auto end = name.find('.', prefix.size());
+    const auto digits = name.substr(prefix.size(), end - prefix.size());
+    if (!digits.empty() && digits.size() < 7 &&
+        digits.find_first_not_of("0123456789") == std::string::npos) {
+      dims.n_layer = std::max<int64_t>(dims.n_layer, std::stoll(digits) + 1);
+    }
+  }
+  return dims;
+}
+
+// The exact-resume record: the archive's own, else the "resume_state" entry ddprun-train put in
+// the dict itself before the record existed (format ddprun-train/1), else none.
+std::optional<ResumeRecord> resume_record_of(const SnapshotFile& file, const Dict& top,
+                                             const SnapshotReader& read) {
+  if (file.resume_record) {
+    try {
+      return decode_resume_record(*file.resume_record);
+    } catch (const ResumeRecordError& e) {
+      read.fail(std::string("the resume record ") + std::string(kResumeRecordName) + " " +
+                e.what());
+    }
+  }
+  const auto* legacy = read.optional_field(top, "resume_state");
+  if (legacy == nullptr) {
+    return std::nullopt;
+  }
+  const auto resume = read.dict(*legacy, "resume_state");
+  auto get = [&](const char* key) {
+    const auto value = read.integer(read.field(resume, key, "resume_state."), key);
+    if (value < 0) {
+      read.fail(std::string("resume_state.") + key + " is negative");
+    }
+    return value;
+  };
+  ResumeRecord record;
+  record.position = {read.integer(read.field(top, "finished_epoch", ""), "finished_epoch"),
+                     get("steps_into_epoch"), get("world_size"), get("seed")};
+  record.model = {get("vocab_size"), get("block_size"), get("n_layer"), get("n_head"),
+                  get("n_embd")};
+  return record;
+}
+
+struct GroupSettings {
+  double lr = 0.0;
+  std::pair<double, double> betas;
+  double eps = 0.0;
+  double weight_decay = 0.0;
+  bool amsgrad = false;
+};
+
+GroupSettings read_group_settings(const Dict& group, const std::string& where,
+                                  const SnapshotReader& read) {
+  GroupSettings s;
+  s.lr = read.number(read.field(group, "lr", where), where + "lr");
+  s.eps = read.number(read.field(group, "eps", where), where + "eps");
+  s.weight_decay = read.number(read.field(group, "weight_decay", where), where + "weight_decay");
+  const auto& betas = read.field(group, "betas", where);
+  const auto pair = betas.isTuple()  ? betas.toTupleRef().elements().vec()
+                    : betas.isList() ? betas.toListRef().vec()
+                                     : std::vector<c10::IValue>{};
+  if (pair.size() != 2) {
+    read.fail(where + "betas is not a pair of numbers");
+  }
+  s.betas = {read.number(pair[0], where + "betas[0]"), read.number(pair[1], where + "betas[1]")};
+  if (s.betas.first >= 1.0 || s.betas.second >= 1.0) {
+    read.fail(where + "betas must be below 1");
+  }
+  s.amsgrad = read.flag(read.optional_field(group, "amsgrad"), where + "amsgrad");
+  if (read.flag(read.optional_field(group, "maximize"), where + "maximize")) {
+    read.fail(where + "maximize is True; LibTorch's AdamW only minimises");
+  }
+  return s;
+}
 
 // The loaded tensor itself when nothing else can see its memory (the usual case: a whole
 // storage of its own, used once), else a copy. Skipping the copy saves two thirds of a
@@ -124,8 +266,8 @@ std::unique_ptr<torch::optim::AdamW> make_adamw(GptImpl& model, const ParameterG
                                                torch::optim::AdamWOptions(learning_rate));
 }
 
-c10::IValue make_snapshot(const GptImpl& model, const torch::optim::AdamW& optimizer,
-                          const ParameterGroups& groups, const TrainingPosition& position) {
+SnapshotParts make_snapshot(const GptImpl& model, const torch::optim::AdamW& optimizer,
+                            const ParameterGroups& groups, const TrainingPosition& position) {
   auto model_state = make_dict();
   for (const auto& item : model.named_parameters()) {
     model_state.insert(item.key(), to_cpu(item.value()));
@@ -152,11 +294,15 @@ c10::IValue make_snapshot(const GptImpl& model, const torch::optim::AdamW& optim
         entry.insert("step", torch::tensor(static_cast<float>(s.step())));
         entry.insert("exp_avg", to_cpu(s.exp_avg()));
         entry.insert("exp_avg_sq", to_cpu(s.exp_avg_sq()));
+        if (options.amsgrad()) {
+          entry.insert("max_exp_avg_sq", to_cpu(s.max_exp_avg_sq()));
+        }
         state.insert(index, entry);
       }
       indices.push_back(index);
       ++index;
     }
+    // The keys of PyTorch 2.x's AdamW param_groups; PyTorch 1.13 keeps the ones it does not know.
     auto group = make_dict();
     group.insert("lr", options.lr());
     group.insert("betas", c10::ivalue::Tuple::create(
@@ -167,6 +313,9 @@ c10::IValue make_snapshot(const GptImpl& model, const torch::optim::AdamW& optim
     group.insert("maximize", false);
     group.insert("foreach", c10::IValue());
     group.insert("capturable", false);
+    group.insert("differentiable", false);
+    group.insert("fused", c10::IValue());
+    group.insert("decoupled_weight_decay", true);
     group.insert("params", indices);
     param_groups.push_back(group);
   }
@@ -174,65 +323,59 @@ c10::IValue make_snapshot(const GptImpl& model, const torch::optim::AdamW& optim
   optimizer_state.insert("state", state);
   optimizer_state.insert("param_groups", param_groups);
 
-  const auto& shape = model.shape();
-  auto resume = make_dict();
-  resume.insert("format", std::string("ddprun-train/1"));
-  resume.insert("steps_into_epoch", position.steps_into_epoch);
-  resume.insert("world_size", position.world_size);
-  resume.insert("seed", position.seed);
-  resume.insert("n_layer", shape.n_layer);
-  resume.insert("n_head", shape.n_head);
-  resume.insert("n_embd", shape.n_embd);
-  resume.insert("vocab_size", shape.vocab_size);
-  resume.insert("block_size", shape.block_size);
-
   auto snapshot = make_dict();
   snapshot.insert("model_state", model_state);
   snapshot.insert("optimizer_state", optimizer_state);
   snapshot.insert("finished_epoch", position.finished_epoch);
-  snapshot.insert("resume_state", resume);
-  return snapshot;
+  return {snapshot, encode_resume_record({position, dims_of(model.shape())})};
 }
 
-TrainingPosition restore_snapshot(const c10::IValue& snapshot, const std::string& path,
+RestoredSnapshot restore_snapshot(const SnapshotFile& snapshot, const std::string& path,
                                   GptImpl& model, torch::optim::AdamW& optimizer,
                                   const ParameterGroups& groups) {
   const SnapshotReader read(path);
-  const auto top = read.dict(snapshot, "the top level");
-  TrainingPosition position;
-  position.finished_epoch = read.integer(read.field(top, "finished_epoch", ""), "finished_epoch");
-  if (position.finished_epoch < 0) {
+  const auto top = read.dict(snapshot.content, "the top level");
+  RestoredSnapshot restored;
+  restored.position.finished_epoch =
+      read.integer(read.field(top, "finished_epoch", ""), "finished_epoch");
+  if (restored.position.finished_epoch < 0) {
     read.fail("finished_epoch is negative");
   }
+  const auto model_state = read.dict(read.field(top, "model_state", ""), "model_state");
 
-  const auto& shape = model.shape();
-  const auto resume_it = top.find(c10::IValue(std::string("resume_state")));
-  if (resume_it != top.end()) {
-    const auto resume = read.dict(resume_it->value(), "resume_state");
-    auto check = [&](const char* key, int64_t expected) {
-      const auto value = read.integer(read.field(resume, key, "resume_state."), key);
-      if (value != expected) {
-        read.fail(std::string("was written for ") + key + "=" + std::to_string(value) +
-                  " but this run has " + key + "=" + std::to_string(expected));
-      }
-    };
-    check("n_layer", shape.n_layer);
-    check("n_head", shape.n_head);
-    check("n_embd", shape.n_embd);
-    check("vocab_size", shape.vocab_size);
-    check("block_size", shape.block_size);
-    position.steps_into_epoch =
-        read.integer(read.field(resume, "steps_into_epoch", "resume_state."), "steps_into_epoch");
-    position.world_size =
-        read.integer(read.field(resume, "world_size", "resume_state."), "world_size");
-    position.seed = read.integer(read.field(resume, "seed", "resume_state."), "seed");
-    if (position.steps_into_epoch < 0) {
-      read.fail("resume_state.steps_into_epoch is negative");
+  // The model's dimensions first, so a snapshot of another configuration is named as such.
+  const auto ours = dims_of(model.shape());
+  const auto record = resume_record_of(snapshot, top, read);
+  if (record) {
+    if (record->position.finished_epoch != restored.position.finished_epoch) {
+      read.fail("its resume record is for finished epoch " +
+                std::to_string(record->position.finished_epoch) + " but finished_epoch is " +
+                std::to_string(restored.position.finished_epoch) + " (the dict was edited?)");
+    }
+    const auto& theirs = record->model;
+    if (theirs.vocab_size != ours.vocab_size || theirs.block_size != ours.block_size ||
+        theirs.n_layer != ours.n_layer || theirs.n_head != ours.n_head ||
+        theirs.n_embd != ours.n_embd) {
+      read.fail("it holds a model with " + dims_text(theirs) + " but this run builds " +
+                dims_text(ours) +
+                " (gpt_config and data_config's path, truncate and block_size must match the run "
+                "that wrote it)");
+    }
+    restored.position = record->position;
+    restored.has_resume_record = true;
+  } else if (const auto theirs = dims_from_state(model_state)) {
+    auto compared = ours;
+    compared.n_head = 0;  // a state_dict does not reveal it
+    if (theirs->vocab_size != ours.vocab_size || theirs->block_size != ours.block_size ||
+        theirs->n_layer != ours.n_layer || theirs->n_embd != ours.n_embd) {
+      read.fail("it holds a model with " + dims_text(*theirs) + " but this run builds " +
+                dims_text(compared) +
+                " (gpt_config and data_config's path, truncate and block_size must match the run "
+                "that wrote it)");
     }
   }
 
   // Model: strict, like load_state_dict(strict=True).
-  const auto model_state = read.dict(read.field(top, "model_state", ""), "model_state");
   std::vector<std::pair<torch::Tensor, torch::Tensor>> copies;
   size_t expected_entries = 0;
   auto collect = [&](const std::string& name, const torch::Tensor& target) {
@@ -252,10 +395,11 @@ TrainingPosition restore_snapshot(const c10::IValue& snapshot, const std::string
   }
   if (model_state.size() != expected_entries) {
     read.fail("model_state has " + std::to_string(model_state.size()) + " entries, this model " +
-              std::to_string(expected_entries));
+              std::to_string(expected_entries) + " (unexpected keys; strict loading refuses them)");
   }
 
-  // Optimizer: PyTorch's layout, indices over the decay names then the no-decay names.
+  // Optimizer: PyTorch's layout. As in AdamW.load_state_dict, each group's `params` lists the
+  // state indices of that group's parameters in order (decay names, then no-decay names).
   const auto optimizer_state = read.dict(read.field(top, "optimizer_state", ""), "optimizer_state");
   const auto state =
       read.dict(read.field(optimizer_state, "state", "optimizer_state."), "optimizer_state.state");
@@ -264,38 +408,56 @@ TrainingPosition restore_snapshot(const c10::IValue& snapshot, const std::string
     read.fail("optimizer_state.param_groups is not a list of two groups (decay, no decay)");
   }
   const auto named = parameters_by_name(model);
-  std::vector<std::string> ordered = groups.decay;
-  ordered.insert(ordered.end(), groups.no_decay.begin(), groups.no_decay.end());
+  const std::vector<const std::vector<std::string>*> ordered{&groups.decay, &groups.no_decay};
+  std::map<int64_t, std::pair<std::string, size_t>> name_of_index;  // -> name, group
+  std::vector<GroupSettings> settings;
   for (size_t g = 0; g < 2; ++g) {
-    const auto group = read.dict(groups_value.toListRef()[g], "optimizer_state.param_groups[i]");
-    const auto& params = read.field(group, "params", "param_groups[i].");
-    const size_t expected = g == 0 ? groups.decay.size() : groups.no_decay.size();
-    if (!params.isList() || params.toListRef().size() != expected) {
-      read.fail("optimizer_state.param_groups[" + std::to_string(g) + "] does not hold " +
-                std::to_string(expected) + " parameters");
+    const auto where = "optimizer_state.param_groups[" + std::to_string(g) + "].";
+    const auto group = read.dict(groups_value.toListRef()[g], where.substr(0, where.size() - 1));
+    const auto& params = read.field(group, "params", where);
+    const auto& names = *ordered[g];
+    if (!params.isList() || params.toListRef().size() != names.size()) {
+      read.fail(where + "params does not list " + std::to_string(names.size()) +
+                " parameters (an optimizer over a different model?)");
     }
+    for (size_t k = 0; k < names.size(); ++k) {
+      const auto index = read.integer(params.toListRef()[k], where + "params[i]");
+      if (!name_of_index.emplace(index, std::pair{names[k], g}).second) {
+        read.fail("optimizer state index " + std::to_string(index) + " is listed twice");
+      }
+    }
+    settings.push_back(read_group_settings(group, where, read));
   }
   std::vector<std::pair<void*, std::unique_ptr<torch::optim::AdamWParamState>>> states;
   std::unordered_set<const void*> taken;
   for (const auto& entry : state) {
     const auto index = read.integer(entry.key(), "an optimizer state index");
-    if (index < 0 || index >= static_cast<int64_t>(ordered.size())) {
-      read.fail("optimizer state index " + std::to_string(index) + " is out of range");
+    const auto name_it = name_of_index.find(index);
+    if (name_it == name_of_index.end()) {
+      read.fail("optimizer state index " + std::to_string(index) + " is in no param_group");
     }
-    const auto& name = ordered[static_cast<size_t>(index)];
+    const auto& [name, group_index] = name_it->second;
     const auto& param = named.at(name);
+    const bool amsgrad = settings[group_index].amsgrad;
     const auto where = "optimizer_state.state[" + std::to_string(index) + "]";
     const auto slot = read.dict(entry.value(), where);
+    auto load = [&](const char* key) {
+      return owned_copy(
+          read.tensor(read.field(slot, key, where + "."), where + "." + key, param.sizes())
+              .to(param.device()),
+          taken);
+    };
     auto s = std::make_unique<torch::optim::AdamWParamState>();
-    s->step(read.integer(read.field(slot, "step", where + "."), where + ".step"));
-    s->exp_avg(owned_copy(
-        read.tensor(read.field(slot, "exp_avg", where + "."), where + ".exp_avg", param.sizes())
-            .to(param.device()),
-        taken));
-    s->exp_avg_sq(owned_copy(read.tensor(read.field(slot, "exp_avg_sq", where + "."),
-                                         where + ".exp_avg_sq", param.sizes())
-                                 .to(param.device()),
-                             taken));
+    const auto step = read.integer(read.field(slot, "step", where + "."), where + ".step");
+    if (step < 0) {
+      read.fail(where + ".step is negative");
+    }
+    s->step(step);
+    s->exp_avg(load("exp_avg"));
+    s->exp_avg_sq(load("exp_avg_sq"));
+    if (amsgrad) {
+      s->max_exp_avg_sq(load("max_exp_avg_sq"));
+    }
     states.emplace_back(state_key(param), std::move(s));
   }
 
@@ -308,7 +470,15 @@ TrainingPosition restore_snapshot(const c10::IValue& snapshot, const std::string
   for (auto& [key, s] : states) {
     optimizer.state()[key] = std::move(s);
   }
-  return position;
+  for (size_t g = 0; g < 2; ++g) {
+    auto& options = static_cast<torch::optim::AdamWOptions&>(optimizer.param_groups()[g].options());
+    const auto& s = settings[g];
+    options.lr(s.lr).betas({s.betas.first, s.betas.second}).eps(s.eps);
+    options.weight_decay(s.weight_decay).amsgrad(s.amsgrad);
+  }
+  restored.learning_rate = settings[0].lr;
+  restored.weight_decay = settings[0].weight_decay;
+  return restored;
 }
 
 }  // namespace ddprun::train

@@ -1,36 +1,49 @@
 #pragma once
-// What a snapshot holds and how it maps onto the model and optimizer:
+// What a snapshot holds and how it maps onto the model and optimizer. The pickled dict is exactly
+// minGPT-ddp's Snapshot after dataclasses.asdict, three keys and no more:
 //   model_state      name -> tensor, exactly the PyTorch module's state_dict (masks included)
 //   optimizer_state  PyTorch's AdamW state_dict: {"state": {i: {step, exp_avg, exp_avg_sq}},
 //                    "param_groups": [decay group, no-decay group]}, indices over the sorted names
 //   finished_epoch   1-based number of the last completed epoch (minGPT-ddp's meaning)
-//   resume_state     ours: steps done in the next epoch (SIGTERM snapshots), world size, seed and
-//                    the model shape, so a mismatched snapshot is refused by name.
+// Our exact-resume record (steps into the next epoch, world size, seed, model dimensions) goes
+// beside it in the archive (resume_record.hpp). Restoring follows minGPT-ddp's _load_snapshot:
+// the model strictly, and the optimizer with the snapshot's own hyperparameters (learning rate,
+// betas, eps, weight decay), as AdamW.load_state_dict does in Python.
 #include <torch/torch.h>
 
 #include <string>
 
 #include "gpt_model.hpp"
+#include "resume_record.hpp"
+#include "snapshot_io.hpp"
 
 namespace ddprun::train {
-
-struct TrainingPosition {
-  int64_t finished_epoch = 0;
-  int64_t steps_into_epoch = 0;  // steps of epoch finished_epoch + 1 already taken
-  int64_t world_size = 1;
-  int64_t seed = 0;
-};
 
 // Builds the AdamW optimizer over `groups` (decay group first) with minGPT-ddp's settings.
 std::unique_ptr<torch::optim::AdamW> make_adamw(GptImpl& model, const ParameterGroups& groups,
                                                 double learning_rate, double weight_decay);
 
-c10::IValue make_snapshot(const GptImpl& model, const torch::optim::AdamW& optimizer,
-                          const ParameterGroups& groups, const TrainingPosition& position);
+struct SnapshotParts {
+  c10::IValue content;        // the pickled dict
+  std::string resume_record;  // encode_resume_record's JSON
+};
+
+SnapshotParts make_snapshot(const GptImpl& model, const torch::optim::AdamW& optimizer,
+                            const ParameterGroups& groups, const TrainingPosition& position);
+
+struct RestoredSnapshot {
+  // From the resume record when there is one; else finished_epoch, and the next epoch from its
+  // start (world_size and seed then keep their defaults and mean nothing).
+  TrainingPosition position;
+  bool has_resume_record = false;  // false: minGPT-ddp (or another PyTorch program) wrote it
+  // The decay group's settings, taken from the snapshot into the optimizer.
+  double learning_rate = 0.0;
+  double weight_decay = 0.0;
+};
 
 // Loads `snapshot` (read from `path`, named in messages) into model and optimizer; throws
-// SnapshotError when its content does not fit this model.
-TrainingPosition restore_snapshot(const c10::IValue& snapshot, const std::string& path,
+// SnapshotError when its content does not fit this model, and then changes neither.
+RestoredSnapshot restore_snapshot(const SnapshotFile& snapshot, const std::string& path,
                                   GptImpl& model, torch::optim::AdamW& optimizer,
                                   const ParameterGroups& groups);
 

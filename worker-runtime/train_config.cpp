@@ -175,6 +175,10 @@ TrainConfig apply_document(TrainConfig base, std::string_view text, std::string_
   return base;
 }
 
+TrainConfig config_from_file(std::string_view text, std::string_view source) {
+  return apply_document(preset(kDefaultsUnderFile), text, source);
+}
+
 TrainConfig apply_override(TrainConfig base, std::string_view assignment) {
   const std::string text(assignment);
   const auto equals = text.find('=');

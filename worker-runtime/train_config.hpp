@@ -64,9 +64,17 @@ struct TrainConfig {
 };
 
 // Built-in presets: "default" (small, trains visibly on 2 CPU cores) and "mingpt" (the values of
-// minGPT-ddp's gpt2_train_cfg.yaml, reading tinyshakespeare from input.txt).
+// minGPT-ddp's gpt2_train_cfg.yaml, reading tinyshakespeare from input.txt, full passes).
 std::vector<std::string> preset_names();
 TrainConfig preset(std::string_view name);  // throws ConfigError for an unknown name
+
+// The rule for what `ddprun train [CONFIG] [overrides]` means (README, `ddprun --help`): a
+// configuration file means that file's settings, and keys it omits take minGPT-ddp's defaults,
+// the values of its gpt2_train_cfg.yaml (the "mingpt" preset); without a file the "default"
+// preset applies. Overrides apply last, on either.
+inline constexpr std::string_view kPresetWithoutFile = "default";
+inline constexpr std::string_view kDefaultsUnderFile = "mingpt";
+TrainConfig config_from_file(std::string_view text, std::string_view source);
 
 // Applies a YAML (or JSON) document on top of `base`. `source` names the document in messages.
 TrainConfig apply_document(TrainConfig base, std::string_view text, std::string_view source);

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <sstream>
 
 #include "char_corpus.hpp"
 #include "collectives.hpp"
@@ -170,17 +171,33 @@ TrainOutcome run_training(const TrainerInputs& inputs, std::ostream& out) {
     const auto load_start = Clock::now();
     const auto restored = restore_snapshot(read_snapshot_file(snapshot_path), snapshot_path, *model,
                                            *optimizer, groups);
-    position.finished_epoch = restored.finished_epoch;
-    position.steps_into_epoch = restored.steps_into_epoch;
-    if (restored.steps_into_epoch > 0 && restored.world_size != world) {
-      say("resume: the snapshot was taken mid-epoch with " + std::to_string(restored.world_size) +
-          " ranks; with " + std::to_string(world) + " the sampler differs, so epoch " +
-          std::to_string(restored.finished_epoch + 1) + " restarts from its beginning");
+    position.finished_epoch = restored.position.finished_epoch;
+    position.steps_into_epoch = restored.position.steps_into_epoch;
+    if (restored.position.steps_into_epoch > 0 && restored.position.world_size != world) {
+      say("resume: the snapshot was taken mid-epoch with " +
+          std::to_string(restored.position.world_size) + " ranks; with " + std::to_string(world) +
+          " the sampler differs, so epoch " + std::to_string(restored.position.finished_epoch + 1) +
+          " restarts from its beginning");
       position.steps_into_epoch = 0;
     }
     say("resumed from " + snapshot_path + ": finished epoch " +
         std::to_string(position.finished_epoch) + ", " + std::to_string(position.steps_into_epoch) +
-        " steps into the next (loaded in " + std::to_string(seconds_since(load_start)) + " s)");
+        " steps into the next (loaded in " + std::to_string(seconds_since(load_start)) + " s)" +
+        (restored.has_resume_record
+             ? std::string()
+             : "; written by minGPT-ddp or another PyTorch program, so the next epoch starts "
+               "from its beginning"));
+    // As minGPT-ddp's optimizer.load_state_dict: the snapshot's hyperparameters win.
+    if (restored.learning_rate != config.optimizer.learning_rate ||
+        restored.weight_decay != config.optimizer.weight_decay) {
+      std::ostringstream note;
+      note << "resume: learning_rate " << restored.learning_rate << " and weight_decay "
+           << restored.weight_decay
+           << " come from the snapshot's optimizer state, as in minGPT-ddp (the configuration's "
+           << config.optimizer.learning_rate << " and " << config.optimizer.weight_decay
+           << " apply to fresh starts only)";
+      say(note.str());
+    }
     metrics.write(resume_json_line(position.finished_epoch, position.steps_into_epoch,
                                    seconds_since(load_start)));
   }
@@ -247,7 +264,8 @@ TrainOutcome run_training(const TrainerInputs& inputs, std::ostream& out) {
   auto save = [&](const TrainingPosition& at) {
     if (leader) {
       const auto start = Clock::now();
-      write_snapshot_file(snapshot_path, make_snapshot(*model, *optimizer, groups, at));
+      const auto parts = make_snapshot(*model, *optimizer, groups, at);
+      write_snapshot_file(snapshot_path, parts.content, parts.resume_record);
       const double took = seconds_since(start);
       say("snapshot: wrote " + snapshot_path + " (finished epoch " +
           std::to_string(at.finished_epoch) +

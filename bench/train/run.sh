@@ -16,5 +16,10 @@ venv="$root/.venv"
 data="$(mktemp --suffix=.txt)"
 trap 'rm -f "$data"' EXIT
 "$venv/bin/python" "$root/worker-runtime/data/generate_corpus.py" --chars 1115394 --output "$data"
-"$venv/bin/python" "$here/run_bench.py" --trainer "$build/bin/ddprun-train" \
+echo "bench/train: $(uptime)"
+# In a network namespace of its own with only loopback: torchrun --standalone hosts PyTorch's
+# TCPStore, which looks up the name of every peer it accepts (a DNS query), and those queries
+# must not leave the machine. Needs root (or unshare rights) for that.
+unshare --net -- /bin/sh -c 'ip link set lo up && exec "$@"' sh \
+  "$venv/bin/python" "$here/run_bench.py" --trainer "$build/bin/ddprun-train" \
   --torchrun "$venv/bin/torchrun" --data "$data" "${@:2}"

@@ -50,7 +50,8 @@ def python_tokens(args, world, shape, workdir):
 
 
 def snapshot_times(args, workdir):
-    """ddprun-train's own save/load of a minGPT-ddp-sized snapshot vs torch.save/torch.load."""
+    """ddprun-train's own save/load of a minGPT-ddp-sized snapshot vs torch.save/torch.load:
+    lists of seconds, one per run."""
     common = [args.trainer, "mingpt", f"data_config.path={args.data}",
               "trainer_config.batch_size=2", "trainer_config.steps_per_epoch=1",
               "trainer_config.eval_batches=1", "--metrics", "snap.jsonl"]
@@ -75,8 +76,18 @@ def snapshot_times(args, workdir):
         t = time.perf_counter()
         torch.load(os.path.join(workdir, "py.pt"))
         ref_load.append(time.perf_counter() - t)
-    return size, statistics.median(ours_save), statistics.median(ref_save), \
-        statistics.median(ours_load), statistics.median(ref_load)
+    return size, ours_save, ref_save, ours_load, ref_load
+
+
+def loadavg():
+    with open("/proc/loadavg") as f:
+        return " ".join(f.read().split()[:3])
+
+
+def cell(values, digits):
+    """median [min-max]"""
+    med = statistics.median(values)
+    return f"{med:.{digits}f} [{min(values):.{digits}f}-{max(values):.{digits}f}]"
 
 
 def main():
@@ -84,38 +95,55 @@ def main():
     p.add_argument("--trainer", required=True)
     p.add_argument("--torchrun", required=True)
     p.add_argument("--data", required=True)
-    p.add_argument("--steps", type=int, default=60)
+    p.add_argument("--steps", type=int, default=120)
     p.add_argument("--log-every", type=int, default=10)
     p.add_argument("--seed", type=int, default=1337)
-    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--worlds", default="1,2", help="rank counts to measure")
+    p.add_argument("--no-snapshot", action="store_true", help="skip the snapshot rows")
     p.add_argument("--shape", default="64,4,4,128,16",
                    help="block,n_layer,n_head,n_embd,batch per rank")
     args = p.parse_args()
     shape = tuple(int(v) for v in args.shape.split(","))
+    worlds = [int(w) for w in args.worlds.split(",") if w]
+    print(f"train bench: torch {torch.__version__}; {os.cpu_count()} CPUs; load average at start "
+          f"{loadavg()}", flush=True)
     rows = []
     with tempfile.TemporaryDirectory() as workdir:
         results = {}
-        for world in (1, 2):
-            ours = statistics.median(ddprun_tokens(args, world, shape, workdir)
-                                     for _ in range(args.repeats))
-            ref = statistics.median(python_tokens(args, world, shape, workdir)
-                                    for _ in range(args.repeats))
+        for world in worlds:
+            # Interleaved, so that the machine's changing load hits both trainers alike.
+            ours, ref = [], []
+            for _ in range(args.repeats):
+                ours.append(ddprun_tokens(args, world, shape, workdir))
+                ref.append(python_tokens(args, world, shape, workdir))
             results[world] = (ours, ref)
-            rows.append((f"tokens/s, {world} rank(s)", ours, ref, ours / ref))
-        eff = [results[2][i] / (2 * results[1][i]) for i in (0, 1)]
-        rows.append(("2-rank scaling efficiency", eff[0], eff[1], eff[0] / eff[1]))
-        size, s_ours, s_ref, l_ours, l_ref = snapshot_times(args, workdir)
-        rows.append((f"snapshot save s ({size / 1e6:.0f} MB)", s_ours, s_ref, s_ours / s_ref))
-        rows.append((f"snapshot load s ({size / 1e6:.0f} MB)", l_ours, l_ref, l_ours / l_ref))
+            rows.append((f"tokens/s, {world} rank(s)", ours, ref, 0,
+                         statistics.median(ours) / statistics.median(ref)))
+        if 1 in results and 2 in results:
+            eff = [[two / (2 * one) for one, two in zip(results[1][i], results[2][i])]
+                   for i in (0, 1)]
+            rows.append(("2-rank scaling efficiency", eff[0], eff[1], 2,
+                         statistics.median(eff[0]) / statistics.median(eff[1])))
+        if not args.no_snapshot:
+            size, s_ours, s_ref, l_ours, l_ref = snapshot_times(args, workdir)
+            rows.append((f"snapshot save s ({size / 1e6:.0f} MB)", s_ours, s_ref, 3,
+                         statistics.median(s_ours) / statistics.median(s_ref)))
+            rows.append((f"snapshot load s ({size / 1e6:.0f} MB)", l_ours, l_ref, 3,
+                         statistics.median(l_ours) / statistics.median(l_ref)))
     block, n_layer, n_head, n_embd, batch = shape
     print(f"model {n_layer} layers x {n_embd} wide, {n_head} heads, block {block}, batch {batch}"
-          f" per rank, {args.steps} steps, 1 thread per rank, medians of {args.repeats} runs")
-    print(f"{'metric':34} {'ddprun-train':>14} {'PyTorch':>14} {'ratio':>8}")
-    for name, ours, ref, ratio in rows:
-        print(f"{name:34} {ours:14.3f} {ref:14.3f} {ratio:8.2f}")
-    print("ratio = ddprun-train / PyTorch: above 1 is better for tokens/s and efficiency, worse for")
-    print("times. Snapshot save: ddprun-train fsyncs the file and its folder, torch.save does not;")
-    print("snapshot load: ddprun-train's figure includes restoring the model and the optimizer.")
+          f" per rank, {args.steps} steps, 1 thread per rank; median [min-max] of {args.repeats}"
+          f" runs, ddprun-train and PyTorch alternating")
+    print(f"{'metric':30} {'ddprun-train':>26} {'PyTorch':>26} {'ratio':>6}")
+    for name, ours, ref, digits, ratio in rows:
+        print(f"{name:30} {cell(ours, digits):>26} {cell(ref, digits):>26} {ratio:6.2f}")
+    print("ratio = ddprun-train / PyTorch (of the medians): above 1 is better for tokens/s and")
+    print("efficiency, worse for times. tokens/s of a run: the median of its 10-step windows after")
+    print("the first. Efficiency: 2-rank tokens/s / (2 x 1-rank tokens/s), run by run. Snapshot")
+    print("save: ddprun-train fsyncs the file and its folder, torch.save does not; snapshot load:")
+    print("ddprun-train's figure includes restoring the model and the optimizer.")
+    print(f"load average at end {loadavg()}")
 
 
 if __name__ == "__main__":

@@ -50,60 +50,43 @@ void StoreConnection::arm_read() {
     return;
   }
   read_armed_ = true;
-  socket_.async_wait(boost::asio::ip::tcp::socket::wait_read,
-                     [self = shared_from_this()](const boost::system::error_code& error) {
-                       self->read_armed_ = false;
-                       if (self->closed_) {
-                         return;
-                       }
-                       if (error) {
-                         self->close("");
-                         return;
-                       }
-                       self->on_readable();
-                     });
+  socket_.async_read_some(
+      boost::asio::buffer(first_read_),
+      [self = shared_from_this()](const boost::system::error_code& error, std::size_t received) {
+        self->read_armed_ = false;
+        if (self->closed_) {
+          return;
+        }
+        if (error) {
+          self->close("");  // the peer went away (or reset); not a violation
+          return;
+        }
+        self->on_received(received);
+      });
 }
 
-void StoreConnection::on_readable() {
+void StoreConnection::on_received(std::size_t received) {
+  if (!consume(std::span<const std::uint8_t>(first_read_).first(received))) {
+    return;
+  }
+  // A full first read may have left more behind: read on, into the shared buffer.
   const auto buffer = hub_.read_buffer();
-  for (int round = 0; round < kReadsPerEvent && !closed_; ++round) {
+  bool more = received == first_read_.size();
+  for (int round = 1; more && round < kReadsPerEvent && !closed_; ++round) {
     boost::system::error_code error;
-    const std::size_t received =
+    const std::size_t got =
         socket_.read_some(boost::asio::buffer(buffer.data(), buffer.size()), error);
     if (error == boost::asio::error::would_block) {
       break;
     }
     if (error) {
-      close("");  // the peer went away; not a violation
+      close("");
       return;
     }
-    if (input_.empty()) {
-      // Fast path: decode straight from the read buffer and keep only an incomplete tail.
-      const auto bytes = buffer.first(received);
-      const auto used = process(bytes);
-      if (!used) {
-        return;
-      }
-      keep_unprocessed(bytes.subspan(*used));
-    } else {
-      if (!hub_.budget().try_reserve(received)) {
-        close("buffered request bytes exceed the memory budget");
-        return;
-      }
-      input_charged_ += received;
-      input_.insert(input_.end(), buffer.begin(), buffer.begin() + received);
-      if (input_.size() >= input_needed_) {
-        const auto used = process(input_);
-        if (!used) {
-          return;
-        }
-        input_.erase(input_.begin(), input_.begin() + static_cast<std::ptrdiff_t>(*used));
-        keep_unprocessed({});
-      }
+    if (!consume(buffer.first(got))) {
+      return;
     }
-    if (received < buffer.size()) {
-      break;
-    }
+    more = got == buffer.size();
   }
   if (closed_) {
     return;
@@ -112,6 +95,33 @@ void StoreConnection::on_readable() {
   if (!output_backlogged()) {
     arm_read();
   }
+}
+
+bool StoreConnection::consume(std::span<const std::uint8_t> bytes) {
+  if (input_.empty()) {
+    // Fast path: decode straight from where the bytes were read; keep only an incomplete tail.
+    const auto used = process(bytes);
+    if (!used) {
+      return false;
+    }
+    keep_unprocessed(bytes.subspan(*used));
+    return !closed_;
+  }
+  if (!hub_.budget().try_reserve(bytes.size())) {
+    close("buffered request bytes exceed the memory budget");
+    return false;
+  }
+  input_charged_ += bytes.size();
+  input_.insert(input_.end(), bytes.begin(), bytes.end());
+  if (input_.size() >= input_needed_) {
+    const auto used = process(input_);
+    if (!used) {
+      return false;
+    }
+    input_.erase(input_.begin(), input_.begin() + static_cast<std::ptrdiff_t>(*used));
+    keep_unprocessed({});
+  }
+  return !closed_;
 }
 
 void StoreConnection::keep_unprocessed(std::span<const std::uint8_t> rest) {

@@ -3,7 +3,9 @@
 // enforces the handshake and the limits, hands requests to the hub and writes replies.
 // Lives on the server's single event-loop thread.
 
+#include <array>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <span>
@@ -50,7 +52,9 @@ class StoreConnection : public std::enable_shared_from_this<StoreConnection> {
 
  private:
   void arm_read();
-  void on_readable();
+  void on_received(std::size_t received);
+  // Buffers or decodes bytes just read; false when that closed the connection.
+  bool consume(std::span<const std::uint8_t> bytes);
   // Decodes and dispatches every complete request at the front of `bytes`; returns how many
   // bytes were used, or nullopt when the connection was closed.
   std::optional<std::size_t> process(std::span<const std::uint8_t> bytes);
@@ -58,6 +62,13 @@ class StoreConnection : public std::enable_shared_from_this<StoreConnection> {
   void start_async_write();
   bool output_backlogged() const;
   void close(const std::string& violation);
+
+  // Asio (Boost 1.74) re-arms a socket with epoll_ctl() for every async_wait. An
+  // async_read_some instead tries one recv() first, cheaper, and done outright when the next
+  // request is already there, and otherwise just queues the read. So each connection waits
+  // for input with a read into this small buffer of its own; a request that does not fit
+  // continues in the hub's shared buffer.
+  static constexpr std::size_t kFirstReadBytes = 512;
 
   boost::asio::ip::tcp::socket socket_;
   ConnectionId id_;
@@ -74,6 +85,9 @@ class StoreConnection : public std::enable_shared_from_this<StoreConnection> {
   bool write_in_flight_ = false;
   bool read_armed_ = false;
   bool closed_ = false;
+
+  // The target of the pending read; not charged to the budget (max_connections x 512 bytes).
+  std::array<std::uint8_t, kFirstReadBytes> first_read_{};
 };
 
 }  // namespace ddprun::rendezvous::store

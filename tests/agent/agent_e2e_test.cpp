@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "e2e_support.hpp"
+#include "terminal_run.hpp"
 
 using namespace ddprun::agent::e2e;
 using namespace std::chrono_literals;
@@ -99,6 +100,11 @@ bool has_round_of_size(const std::string& events_path, int nodes, std::size_t af
   return false;
 }
 
+// `line` is a whole line of text: at its start or after a newline, and ending in one.
+bool has_line(const std::string& text, const std::string& line) {
+  return text.starts_with(line + "\n") || text.find("\n" + line + "\n") != std::string::npos;
+}
+
 std::string root_cause_block(const std::string& output) {
   auto at = output.find("Root Cause (first observed failure):");
   if (at == std::string::npos)
@@ -139,8 +145,10 @@ TEST_CASE(
   CHECK(root_a.find("exitcode  : 7") != std::string::npos);
   CHECK(root_a.find("host      : 127.0.0.3") != std::string::npos);
   CHECK(root_a == root_cause_block(b->output()));
-  CHECK(a->output().find("[default1]:crashing") == std::string::npos);
-  CHECK(b->output().find("[default1]:crashing") != std::string::npos);
+  // Workers write to their agent's own stderr, unprefixed, as under torchrun without --tee.
+  CHECK(a->output().find("crashing") == std::string::npos);
+  CHECK(has_line(b->output(), "crashing"));
+  CHECK(b->output().find("[default1]:") == std::string::npos);
   CHECK(events_named(job.events(2), "restart").size() == 1);
   CHECK(events_named(job.events(3), "restart").size() == 1);
   CHECK(events_named(job.events(3), "failure").size() == 2);
@@ -285,7 +293,7 @@ TEST_CASE("logs: prefixes, template, --tee, --local_ranks_filter, --log_dir layo
   char host[256] = {};
   ::gethostname(host, sizeof host - 1);
   CHECK(out.find(std::string("[") + host + ":0/0]:out-0\n") != std::string::npos);
-  CHECK(out.find(std::string("[") + host + ":0/0]:err-0\n") != std::string::npos);
+  CHECK(has_line(out, "err-0"));                  // stderr is not tee'd: no prefix
   CHECK(out.find("out-1") == std::string::npos);  // filtered from the console ...
   CHECK(out.find("err-1") == std::string::npos);
   // ... but its tee'd stream is in torchrun's layout.
@@ -304,4 +312,94 @@ TEST_CASE("logs: prefixes, template, --tee, --local_ranks_filter, --log_dir layo
   for (auto& event : read_events(dir / "events"))
     names.push_back(event["event"]);
   CHECK(names == std::vector<std::string>{"round_formed", "workers_started", "failure", "exit"});
+}
+
+TEST_CASE("by default workers write to the agent's own terminal, as torchrun's do") {
+  // Each worker reports whether its stdout and stderr are a terminal.
+  const std::vector<std::string> worker = {
+      "--no_python", "/bin/sh", "-c",
+      "[ -t 1 ] && o=tty || o=pipe; [ -t 2 ] && e=tty || e=pipe; "
+      "echo \"rank$LOCAL_RANK out=$o err=$e\""};
+  auto run = [&](std::vector<std::string> options) {
+    std::vector<std::string> argv = {ddprun_binary(), "--standalone", "--nproc_per_node", "2"};
+    argv.insert(argv.end(), options.begin(), options.end());
+    argv.insert(argv.end(), worker.begin(), worker.end());
+    TerminalRun result = run_in_terminal(argv);
+    INFO(result.output);
+    CHECK(result.status == 0);
+    return result.output;
+  };
+  SECTION("default: no pipe, no prefix") {
+    const std::string out = run({});
+    CHECK(has_line(out, "rank0 out=tty err=tty"));
+    CHECK(has_line(out, "rank1 out=tty err=tty"));
+  }
+  SECTION("--tee 3: through the agent, prefixed") {
+    const std::string out = run({"--tee", "3"});
+    CHECK(has_line(out, "[default0]:rank0 out=pipe err=pipe"));
+    CHECK(has_line(out, "[default1]:rank1 out=pipe err=pipe"));
+  }
+  SECTION("--local-ranks-filter without --tee: the shown rank keeps the terminal") {
+    const std::string out = run({"--local-ranks-filter", "1"});
+    CHECK(has_line(out, "rank1 out=tty err=tty"));
+    CHECK(out.find("rank0") == std::string::npos);
+  }
+  SECTION("--tee 1 with the filter: only stdout of the shown rank is tee'd") {
+    const std::string out = run({"--tee", "1", "--local-ranks-filter", "1"});
+    CHECK(has_line(out, "[default1]:rank1 out=pipe err=tty"));
+    CHECK(out.find("rank0") == std::string::npos);
+  }
+}
+
+TEST_CASE("--tee: a partial line reaches the console before its newline") {
+  TempDir dir;
+  const std::string fifo = dir / "go";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  // The worker prints a prompt without a newline and waits until the test has seen it.
+  Process agent({ddprun_binary(), "--standalone", "--tee", "3", "--no_python", "/bin/sh", "-c",
+                 "printf 'prompt> '; read x < " + fifo + "; echo answered"},
+                dir / "out");
+  const bool prompt_shown = wait_for_file(
+      dir / "out",
+      [](const std::string& text) { return text.find("[default0]:prompt> ") != std::string::npos; },
+      20s);
+  INFO(agent.output());
+  CHECK(prompt_shown);
+  std::ofstream(fifo) << "go\n";  // releases the worker either way
+  REQUIRE(agent.wait_exit(30s) == 0);
+  CHECK(agent.output().find("[default0]:prompt> answered\n") != std::string::npos);
+}
+
+TEST_CASE("the failure table lists every failed rank under the entry point as given") {
+  TempDir dir;
+  fs::create_directories(dir / "sub");
+  const std::string fifo = dir / "handoff";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  // Local ranks 1 and 2 fail at the same moment (a FIFO hand-off); rank 0 would run on.
+  write_file(dir / "sub/fail.sh",
+             "#!/bin/sh\n"
+             "case $LOCAL_RANK in\n"
+             "  1) echo x > " +
+                 fifo +
+                 "; exit 3;;\n"
+                 "  2) read x < " +
+                 fifo +
+                 "; exit 4;;\n"
+                 "  *) exec sleep 60;;\n"
+                 "esac\n");
+  REQUIRE(::chmod((dir / "sub/fail.sh").c_str(), 0755) == 0);
+  const std::string as_given = dir / "sub/../sub/fail.sh";
+  // --monitor-interval: torchrun reports the failures it sees in one check of its workers;
+  // ddprun gathers failures for that long after the first one.
+  Process agent({ddprun_binary(), "--standalone", "--nproc_per_node", "3", "--monitor-interval",
+                 "2", "--no_python", as_given},
+                dir / "out", {{"OMP_NUM_THREADS", "1"}});
+  REQUIRE(agent.wait_exit(60s) == 1);
+  const std::string out = agent.output();
+  INFO(out);
+  CHECK(out.find("\n" + as_given + " FAILED\n") != std::string::npos);
+  CHECK(out.find("<NO_OTHER_FAILURES>") == std::string::npos);
+  CHECK(out.find("  rank      : 1 (local_rank: 1)\n  exitcode  : 3 (pid: ") != std::string::npos);
+  CHECK(out.find("  rank      : 2 (local_rank: 2)\n  exitcode  : 4 (pid: ") != std::string::npos);
+  CHECK(out.find("(local_rank: 0)") == std::string::npos);  // stopped by the agent: no failure
 }

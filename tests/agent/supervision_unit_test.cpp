@@ -1,11 +1,14 @@
-// Pure parts of the agent: worker environment, prefixes, log layout, exit interpretation,
-// run-loop decisions, failure summary, error files and event lines.
+// Pure parts of the agent: worker environment, prefixes, the shared console, log layout, exit
+// interpretation, run-loop decisions, failure summary, error files and event lines.
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include "agent/console.hpp"
 #include "agent/error_file.hpp"
 #include "agent/event_log.hpp"
 #include "agent/failure_summary.hpp"
@@ -80,6 +83,22 @@ TEST_CASE("worker environment keeps inherited tuning and applies launcher overri
   CHECK(env.at("TORCHELASTIC_ERROR_FILE").empty());
 }
 
+TEST_CASE("--virtual-local-rank gives each worker its own GPU, as torchrun 2.13 does") {
+  LaunchConfig config;
+  config.nproc_per_node = 2;
+  config.virtual_local_rank = true;
+  const auto device = [&](EnvMap inherited, int local_rank) {
+    return build_worker_env(config, RoundInfo{}, {std::move(inherited), local_rank, ""})
+        .at("CUDA_VISIBLE_DEVICES");
+  };
+  CHECK(device({}, 1) == "1");  // unset: the local rank itself
+  CHECK(device({{"CUDA_VISIBLE_DEVICES", "3, 5"}}, 0) == "3");
+  CHECK(device({{"CUDA_VISIBLE_DEVICES", "3, 5"}}, 1) == "5");
+  CHECK(device({{"CUDA_VISIBLE_DEVICES", "GPU-a,GPU-b"}}, 1) == "GPU-b");
+  config.virtual_local_rank = false;
+  CHECK_FALSE(build_worker_env(config, RoundInfo{}, {{}, 1, ""}).contains("CUDA_VISIBLE_DEVICES"));
+}
+
 TEST_CASE("a single worker per node gets no OMP_NUM_THREADS") {
   LaunchConfig config;
   const EnvMap env = build_worker_env(config, RoundInfo{}, WorkerEnvInputs{});
@@ -93,27 +112,90 @@ TEST_CASE("prefix templates expand torchrun's placeholders and ddprun's hostname
   CHECK(expand_prefix_template("${unknown} $$ ${rank", fields) == "${unknown} $ ${rank");
 }
 
-TEST_CASE("line prefixer keeps partial lines whole and flushes at the end") {
+TEST_CASE("line prefixer shows partial lines at once and prefixes every line") {
   LinePrefixer prefixer("[p]:");
-  CHECK(prefixer.feed("hel") == "");
-  CHECK(prefixer.feed("lo\nwor") == "[p]:hello\n");
-  CHECK(prefixer.feed("ld\n\nx") == "[p]:world\n[p]:\n");
-  CHECK(prefixer.finish() == "[p]:x\n");
-  CHECK(prefixer.finish() == "");
+  CHECK(prefixer.feed("hel") == "[p]:hel");  // a partial line is not held back
+  CHECK(prefixer.line_open());
+  CHECK(prefixer.feed("lo\nwor") == "lo\n[p]:wor");
+  CHECK(prefixer.feed("ld\n\nx") == "ld\n[p]:\n[p]:x");  // an empty line keeps its prefix
+  CHECK(prefixer.end_line() == "\n");
+  CHECK_FALSE(prefixer.line_open());
+  CHECK(prefixer.end_line() == "");
+  CHECK(prefixer.feed("y\n") == "[p]:y\n");
 }
 
-TEST_CASE("line prefixer bounds a line without newline") {
-  LinePrefixer prefixer(">", 4);
-  CHECK(prefixer.feed("abcdefghij") == ">abcd\n>efgh\n");
-  CHECK(prefixer.finish() == ">ij\n");
+TEST_CASE("line prefixer redraws a carriage-return progress bar with its prefix") {
+  LinePrefixer prefixer("[p]:");
+  CHECK(prefixer.feed("\r 10%") == "[p]:\r[p]: 10%");
+  CHECK(prefixer.feed("\r") == "\r");
+  CHECK(prefixer.line_open());                         // the bar is still on the screen
+  CHECK(prefixer.feed(" 20%\r\n") == "[p]: 20%\r\n");  // "\r\n" ends one line
+  CHECK_FALSE(prefixer.line_open());
+  CHECK(prefixer.feed("done\r\n") == "[p]:done\r\n");
 }
 
-TEST_CASE("log plan follows redirects, tee and the local rank filter") {
+TEST_CASE("console: a worker's open line is ended before another worker writes beside it") {
+  int out[2];
+  int err[2];
+  REQUIRE(::pipe(out) == 0);
+  REQUIRE(::pipe(err) == 0);
+  auto drain = [](int fd) {
+    std::string text;
+    char buffer[4096];
+    ::fcntl(fd, F_SETFL, O_NONBLOCK);
+    for (ssize_t n; (n = ::read(fd, buffer, sizeof buffer)) > 0;)
+      text.append(buffer, static_cast<std::size_t>(n));
+    return text;
+  };
+  SECTION("stdout and stderr are different files: each keeps its own lines") {
+    Console console(out[1], err[1]);
+    const int a = console.add_writer(ConsoleStream::kOut, "[a]:");
+    const int b = console.add_writer(ConsoleStream::kOut, "[b]:");
+    const int c = console.add_writer(ConsoleStream::kErr, "[c]:");
+    console.write(a, "partial");
+    console.write(c, "err\n");  // another file: a's line stays open
+    console.write(b, "line\n");
+    console.write(a, "rest\n");
+    console.write(a, "\r 10%");
+    console.end_line(a);
+    console.end_line(a);
+    CHECK(drain(out[0]) == "[a]:partial\n[b]:line\n[a]:rest\n[a]:\r[a]: 10%\n");
+    CHECK(drain(err[0]) == "[c]:err\n");
+  }
+  SECTION("stdout and stderr are the same file (a terminal, 2>&1): one console") {
+    const int same = ::dup(out[1]);
+    Console console(out[1], same);
+    const int a = console.add_writer(ConsoleStream::kOut, "[a]:");
+    const int c = console.add_writer(ConsoleStream::kErr, "[c]:");
+    console.write(a, "partial");
+    console.write(c, "err\n");
+    console.write(a, "x");
+    console.end_open_lines();
+    CHECK(drain(out[0]) == "[a]:partial\n[c]:err\n[a]:x\n");
+    ::close(same);
+  }
+  for (int fd : {out[0], out[1], err[0], err[1]})
+    ::close(fd);
+}
+
+TEST_CASE("line splitter cuts lines as Python's universal newlines do") {
+  LineSplitter splitter(8);
+  using Lines = std::vector<std::string>;
+  CHECK(splitter.feed("a\nb") == Lines{"a"});
+  CHECK(splitter.feed("c\r") == Lines{"bc"});
+  CHECK(splitter.feed("\nd\r\ne") == Lines{"d"});           // "\r\n" across two feeds counts once
+  CHECK(splitter.feed("0123456789") == Lines{"e0123456"});  // bounded
+  CHECK(splitter.finish() == Lines{"789"});
+  CHECK(splitter.finish().empty());
+}
+
+TEST_CASE("log plan follows torchrun: inherit by default, redirects, tee and the filter") {
   LaunchConfig config;
   config.nproc_per_node = 3;
-  SECTION("default: console only, error file in the attempt directory") {
+  SECTION("default: the worker inherits the console; error file in the attempt directory") {
     auto plan = plan_worker_logs(config, "/l/attempt_0", 1);
-    CHECK(plan.out.to_console);
+    CHECK(plan.out.route == StreamRoute::kInherit);
+    CHECK(plan.err.route == StreamRoute::kInherit);
     CHECK(plan.out.file.empty());
     CHECK(plan.error_file == "/l/attempt_0/1/error.json");
   }
@@ -121,27 +203,41 @@ TEST_CASE("log plan follows redirects, tee and the local rank filter") {
     config.redirects.all = kStdOut;
     config.tee.all = kStdErr;
     auto plan = plan_worker_logs(config, "/l/attempt_2", 0);
-    CHECK_FALSE(plan.out.to_console);
+    CHECK(plan.out.route == StreamRoute::kFile);
     CHECK(plan.out.file == "/l/attempt_2/0/stdout.log");
-    CHECK(plan.err.to_console);
+    CHECK(plan.err.route == StreamRoute::kTee);
     CHECK(plan.err.file == "/l/attempt_2/0/stderr.log");
   }
   SECTION("per-rank map and filter") {
     config.tee.per_local_rank = {{2, 3}};
     config.local_ranks_filter = {0};
     auto rank2 = plan_worker_logs(config, "/l/a", 2);
-    CHECK_FALSE(rank2.out.to_console);
+    CHECK(rank2.out.route == StreamRoute::kFile);  // tee'd but hidden: the file only
     CHECK(rank2.out.file == "/l/a/2/stdout.log");
     auto rank1 = plan_worker_logs(config, "/l/a", 1);
-    CHECK_FALSE(rank1.err.to_console);
+    CHECK(rank1.err.route == StreamRoute::kDiscard);  // hidden, not redirected: /dev/null
     CHECK(rank1.err.file.empty());
-    CHECK(plan_worker_logs(config, "/l/a", 0).out.to_console);
+    CHECK(plan_worker_logs(config, "/l/a", 0).out.route == StreamRoute::kInherit);
   }
-  SECTION("file logging disabled") {
+  SECTION("duplicate filters copy from the tee'd, shown streams only") {
+    config.tee.all = kStdOut;
+    config.local_ranks_filter = {0, 1};
+    config.duplicate_stdout_filters = {"loss"};
+    config.duplicate_stderr_filters = {"warn"};
+    auto rank0 = plan_worker_logs(config, "/l/a", 0);
+    CHECK(rank0.out.duplicate_file == "/l/a/filtered_stdout.log");
+    CHECK(rank0.out.duplicate_filters == std::vector<std::string>{"loss"});
+    CHECK(rank0.err.duplicate_file.empty());                                // stderr is not tee'd
+    CHECK(plan_worker_logs(config, "/l/a", 2).out.duplicate_file.empty());  // hidden
+  }
+  SECTION("file logging disabled: no files, the console stays, the filter still hides") {
     config.redirects.all = 3;
-    auto plan = plan_worker_logs(config, "", 0);
-    CHECK(plan.out.file == "/dev/null");
+    config.local_ranks_filter = {1};
+    auto plan = plan_worker_logs(config, "", 1);
+    CHECK(plan.out.route == StreamRoute::kInherit);
+    CHECK(plan.out.file.empty());
     CHECK(plan.error_file.empty());
+    CHECK(plan_worker_logs(config, "", 0).err.route == StreamRoute::kDiscard);
   }
 }
 
@@ -168,15 +264,79 @@ TEST_CASE("failure summary has torchrun's layout with the job-wide root cause") 
   CHECK(text.find("train.py FAILED") != std::string::npos);
   CHECK(text.find("\n=====") != std::string::npos);
   CHECK(text.find(std::string(61, '=')) == std::string::npos);  // capped at 60
-  const auto root_at = text.find("Root Cause (first observed failure):\n[0]:");
+  // Numbered in rank order: rank 0 is [0], the root cause (rank 2) is [1].
+  const auto root_at = text.find("Root Cause (first observed failure):\n[1]:");
   REQUIRE(root_at != std::string::npos);
+  CHECK(text.find("Failures:\n[0]:") != std::string::npos);
   CHECK(text.find("  host      : 127.0.0.3", root_at) != std::string::npos);
   CHECK(text.find("  rank      : 2 (local_rank: 0)") != std::string::npos);
-  CHECK(text.find("  exitcode  : 3 (pid: 11)") != std::string::npos);
+  CHECK(text.find("  exitcode  : 3 (pid: 11) \n") != std::string::npos);
+  CHECK(text.find("  exitcode  : -15 (pid: 12)  (SIGTERM)\n") != std::string::npos);
   CHECK(text.find("  error_file: <N/A>") != std::string::npos);
   CHECK(text.find("  traceback : line1\n  line2") < root_at);  // other failures come first
   const std::string alone = format_failure_summary("x", {root});
   CHECK(alone.find("<NO_OTHER_FAILURES>") != std::string::npos);
+}
+
+TEST_CASE("failure summary of several failed ranks is torchrun 2.13's, byte for byte") {
+  // What torchrun 2.13 printed for `torchrun --standalone --nproc-per-node 3 ./sub/fail.py`
+  // where local ranks 1 and 2 exit 3, times aside.
+  const WorkerFailure rank1{1000.25,
+                            "localhost",
+                            1,
+                            1,
+                            3,
+                            12579,
+                            "",
+                            "To enable traceback see: "
+                            "https://pytorch.org/docs/stable/elastic/errors.html"};
+  WorkerFailure rank2 = rank1;
+  rank2.timestamp_s = 1000.5;
+  rank2.global_rank = 2;
+  rank2.local_rank = 2;
+  rank2.pid = 12580;
+  const std::string time = format_failure_time(1000.25);
+  const std::string expected =
+      "\n============================================================\n"
+      "./sub/fail.py FAILED\n"
+      "------------------------------------------------------------\n"
+      "Failures:\n"
+      "[1]:\n"
+      "  time      : " +
+      time +
+      "\n"
+      "  host      : localhost\n"
+      "  rank      : 2 (local_rank: 2)\n"
+      "  exitcode  : 3 (pid: 12580) \n"
+      "  error_file: <N/A>\n"
+      "  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html\n"
+      "------------------------------------------------------------\n"
+      "Root Cause (first observed failure):\n"
+      "[0]:\n"
+      "  time      : " +
+      time +
+      "\n"
+      "  host      : localhost\n"
+      "  rank      : 1 (local_rank: 1)\n"
+      "  exitcode  : 3 (pid: 12579) \n"
+      "  error_file: <N/A>\n"
+      "  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html\n"
+      "============================================================\n";
+  CHECK(format_failure_summary("./sub/fail.py", {rank1, rank2}) == expected);
+}
+
+TEST_CASE("the failure table's title is the entry point as given, as torchrun shows it") {
+  LaunchConfig config;
+  config.entry_point = "./sub/fail.py";
+  config.worker_argv = {"/usr/bin/python3", "-u", "./sub/fail.py", "--lr", "1"};
+  CHECK(failure_title_name(config) == "./sub/fail.py");
+  config.entry_point = "mypkg.train";  // -m
+  CHECK(failure_title_name(config) == "mypkg.train");
+  config.entry_point = "/bin/sh";  // --no-python
+  CHECK(failure_title_name(config) == "/bin/sh");
+  config.entry_point = "train";  // the bundled trainer
+  config.worker_argv = {"/opt/ddprun/bin/ddprun-train"};
+  CHECK(failure_title_name(config) == "train");
 }
 
 TEST_CASE("error files in torchrun's format") {

@@ -1,16 +1,21 @@
-// The worker group with real processes: output pumping and prefixes, exit codes, gang stop
-// with SIGTERM then SIGKILL, grandchildren, exec failures, and PDEATHSIG when the agent dies.
+// The worker group with real processes: the stream routes (inherited, tee'd with prefixes and
+// partial lines at once, files, /dev/null, duplicate filters), exit codes, failures of the same
+// moment, gang stop with SIGTERM then SIGKILL, grandchildren, exec failures, CPU binding, and
+// PDEATHSIG when the agent dies.
 #include "agent/worker_group.hpp"
 
 #include "agent/signal_channel.hpp"
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <fstream>
@@ -33,25 +38,45 @@ WorkerLaunch shell_worker(int local_rank, const std::string& script) {
   return launch;
 }
 
-// What the agent's event loop does for a group, as a plain poll(): pumps output and reaps on
-// SIGCHLD, for up to `limit` or until something happened.
-void pump(WorkerGroup& group, SignalChannel& signals, std::chrono::milliseconds limit) {
-  std::vector<pollfd> fds{{signals.fd(), POLLIN, 0}};
-  std::vector<OutputPump*> polled;
-  for (auto& p : group.pumps()) {
-    if (p.open()) {
-      fds.push_back({p.fd(), POLLIN, 0});
-      polled.push_back(&p);
+// What the agent's event loop does for a group, as one blocking call: pumps output and reaps
+// on SIGCHLD until a worker exited or external_fd is readable (and, once a worker failed, until
+// the failure window closed), or the timeout passed.
+void wait_group(WorkerGroup& group, SignalChannel& signals, int external_fd,
+                std::chrono::milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  bool something_happened = false;
+  for (;;) {
+    std::vector<pollfd> fds{{signals.fd(), POLLIN, 0}};
+    const bool gathering = group.gathering_failures();
+    if (external_fd >= 0 && !gathering)
+      fds.push_back({external_fd, POLLIN, 0});
+    const std::size_t first_pump = fds.size();
+    std::vector<OutputPump*> polled;
+    for (auto& pump : group.output_pumps()) {
+      if (pump.open()) {
+        fds.push_back({pump.fd(), POLLIN, 0});
+        polled.push_back(&pump);
+      }
     }
-  }
-  ::poll(fds.data(), fds.size(), static_cast<int>(limit.count()));
-  for (std::size_t i = 1; i < fds.size(); ++i) {
-    if (fds[i].revents != 0)
-      polled[i - 1]->on_readable();
-  }
-  if (fds[0].revents != 0 && signals.drain().child_exited) {
-    group.reap();
-    group.finish_output();
+    auto until = deadline;
+    if (gathering)
+      until = std::min(until, *group.failure_window_end());
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(until - Clock::now());
+    ::poll(fds.data(), fds.size(), static_cast<int>(std::max<long long>(0, left.count())));
+    for (std::size_t i = first_pump; i < fds.size(); ++i) {
+      if (fds[i].revents != 0)
+        polled[i - first_pump]->on_readable();
+    }
+    if (fds[0].revents != 0 && signals.drain().child_exited) {
+      group.reap();
+      something_happened = true;
+    }
+    if (first_pump == 2 && fds[1].revents != 0)
+      something_happened = true;
+    if (group.gathering_failures() && Clock::now() < deadline)
+      continue;
+    if (something_happened || Clock::now() >= deadline)
+      return;
   }
 }
 
@@ -59,20 +84,20 @@ void wait_until_all_exited(WorkerGroup& group, SignalChannel& signals, std::chro
   const auto deadline = Clock::now() + limit;
   group.reap();
   while (!group.all_exited() && Clock::now() < deadline) {
-    pump(group, signals,
-         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
+    wait_group(group, signals, -1,
+               std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
   }
   REQUIRE(group.all_exited());
-  group.finish_output();
 }
 
-// The agent's stop: the signal, SIGKILL after timeout, then wait for every exit.
+// The agent's stop: the signal, SIGKILL after the timeout, then every exit collected.
 void stop_group(WorkerGroup& group, SignalChannel& signals, int sig,
                 std::chrono::milliseconds timeout) {
   group.signal_all(sig);
   const auto kill_at = Clock::now() + timeout;
   while (!group.all_exited() && Clock::now() < kill_at) {
-    pump(group, signals, std::chrono::duration_cast<std::chrono::milliseconds>(kill_at - Clock::now()));
+    wait_group(group, signals, -1,
+               std::chrono::duration_cast<std::chrono::milliseconds>(kill_at - Clock::now()));
   }
   group.kill_all();
   wait_until_all_exited(group, signals, std::chrono::seconds(5));
@@ -118,6 +143,14 @@ class CapturedConsole {
   }
   const std::string& out() const { return text_[0]; }
   const std::string& err() const { return text_[1]; }
+  // The read end of the captured stdout, to wait on; read_now() appends what it holds.
+  int out_fd() const { return pipes_[0][0]; }
+  void read_now() {
+    char buffer[65536];
+    for (ssize_t n; (n = ::read(pipes_[0][0], buffer, sizeof buffer)) > 0;) {
+      text_[0].append(buffer, static_cast<std::size_t>(n));
+    }
+  }
 
  private:
   int pipes_[2][2]{};
@@ -126,30 +159,189 @@ class CapturedConsole {
   bool restored_ = false;
 };
 
-}  // namespace
-
-TEST_CASE("worker output reaches the console prefixed, line by line, and tee files raw") {
-  SignalChannel signals({SIGTERM});
+std::string make_temp_dir() {
   char dir_template[] = "/tmp/ddprun_wg_XXXXXX";
   REQUIRE(::mkdtemp(dir_template) != nullptr);
-  const std::string dir = dir_template;
-  WorkerLaunch teed = shell_worker(1, "printf 'a'; sleep 0.05; printf 'b\\nc\\n'; printf tail");
-  teed.logs.out.file = dir + "/out1.log";
-  WorkerLaunch quiet = shell_worker(0, "echo hidden; echo visible-err >&2");
-  quiet.logs.out.to_console = false;  // --local_ranks_filter excluded this stream
+  return dir_template;
+}
+
+std::string file_text(const std::string& path) {
+  std::ifstream file(path);
+  std::stringstream content;
+  content << file.rdbuf();
+  return content.str();
+}
+
+StreamPlan route(StreamRoute route, std::string file = {}) {
+  StreamPlan plan;
+  plan.route = route;
+  plan.file = std::move(file);
+  return plan;
+}
+
+// Runs the group until the captured stdout contains `text` (the console is the event waited
+// on, so a worker blocked reading the FIFO `go_file` proves the text came before the rest of
+// its output), then releases the worker through the FIFO. Fails after a bound.
+void wait_for_console_then_release(WorkerGroup& group, SignalChannel& signals,
+                                   CapturedConsole& console,
+                                   const std::string& text, const std::string& go_file) {
+  const auto deadline = Clock::now() + std::chrono::seconds(10);
+  while (console.out().find(text) == std::string::npos && Clock::now() < deadline) {
+    wait_group(group, signals, console.out_fd(),
+               std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
+    console.read_now();
+  }
+  INFO(console.out());
+  REQUIRE(console.out().find(text) != std::string::npos);
+  std::ofstream(go_file) << "go";
+}
+
+}  // namespace
+
+TEST_CASE("streams take torchrun's routes: inherited, tee'd with a prefix, file, /dev/null") {
+  SignalChannel signals({SIGTERM});
+  const std::string dir = make_temp_dir();
+  // Rank 0: torchrun's default, the agent's own stdout and stderr, untouched.
+  WorkerLaunch inherited = shell_worker(0, "echo plain; echo plain-err >&2");
+  // Rank 1: --tee 1: the file raw, the console prefixed.
+  WorkerLaunch teed = shell_worker(1, "printf 'a\\nb\\n'; printf tail; echo err-1 >&2");
+  teed.logs.out = route(StreamRoute::kTee, dir + "/out1.log");
+  // Rank 2: stdout hidden by --local-ranks-filter, stderr redirected.
+  WorkerLaunch hidden = shell_worker(2, "echo hidden; echo err-2 >&2");
+  hidden.logs.out = route(StreamRoute::kDiscard);
+  hidden.logs.err = route(StreamRoute::kFile, dir + "/err2.log");
   CapturedConsole console;
   {
-    WorkerGroup group({quiet, teed}, signals.original_mask());
+    WorkerGroup group({inherited, teed, hidden}, signals.original_mask());
     wait_until_all_exited(group, signals, std::chrono::seconds(10));
     CHECK(group.state() == GroupState::kSucceeded);
   }
   console.restore();
-  CHECK(console.out() == "[w1]:ab\n[w1]:c\n[w1]:tail\n");
-  CHECK(console.err() == "[w0]:visible-err\n");
-  std::ifstream file(dir + "/out1.log");
-  std::stringstream content;
-  content << file.rdbuf();
-  CHECK(content.str() == "ab\nc\ntail");
+  // Order between workers is not fixed; each worker's own lines are.
+  CHECK(console.out().find("plain\n") != std::string::npos);
+  CHECK(console.out().find("[w0]") == std::string::npos);
+  CHECK(console.out().find("[w1]:a\n[w1]:b\n[w1]:tail\n") != std::string::npos);
+  CHECK(console.out().find("hidden") == std::string::npos);
+  CHECK(console.err().find("plain-err\n") != std::string::npos);
+  CHECK(console.err().find("err-1\n") != std::string::npos);  // stderr of rank 1 not tee'd
+  CHECK(console.err().find("[w1]") == std::string::npos);
+  CHECK(console.err().find("err-2") == std::string::npos);
+  CHECK(file_text(dir + "/out1.log") == "a\nb\ntail");
+  CHECK(file_text(dir + "/err2.log") == "err-2\n");
+}
+
+TEST_CASE("a tee'd partial line and a progress bar reach the console before their newline") {
+  SignalChannel signals({SIGTERM});
+  const std::string dir = make_temp_dir();
+  const std::string go1 = dir + "/go1";
+  const std::string go2 = dir + "/go2";
+  REQUIRE(::mkfifo(go1.c_str(), 0600) == 0);
+  REQUIRE(::mkfifo(go2.c_str(), 0600) == 0);
+  auto wait_file = [](const std::string& fifo) { return "read x < " + fifo + "; "; };
+  // The worker stops after each piece until the test has seen that piece on the console.
+  WorkerLaunch teed =
+      shell_worker(0, "printf 'prompt> '; " + wait_file(go1) + "printf '\\r 10%%'; " +
+                          wait_file(go2) + "printf '\\r100%%\\n'");
+  teed.logs.out = route(StreamRoute::kTee, dir + "/out0.log");
+  CapturedConsole console;
+  {
+    WorkerGroup group({teed}, signals.original_mask());
+    wait_for_console_then_release(group, signals, console, "[w0]:prompt> ", go1);
+    wait_for_console_then_release(group, signals, console, "\r[w0]: 10%", go2);
+    wait_until_all_exited(group, signals, std::chrono::seconds(10));
+  }
+  console.restore();
+  CHECK(console.out() == "[w0]:prompt> \r[w0]: 10%\r[w0]:100%\n");
+  CHECK(file_text(dir + "/out0.log") == "prompt> \r 10%\r100%\n");
+}
+
+TEST_CASE("--duplicate-*-filters: matching lines of every tee'd rank, prefixed, in one file") {
+  SignalChannel signals({SIGTERM});
+  const std::string dir = make_temp_dir();
+  const std::string filtered = dir + "/filtered_stdout.log";
+  std::vector<WorkerLaunch> launches;
+  for (int rank = 0; rank < 2; ++rank) {
+    WorkerLaunch launch = shell_worker(rank,
+                                       "echo \"step 1 loss=$LOCAL_RANK\"; echo noise; "
+                                       "printf 'acc=1\\rlast loss'");
+    launch.logs.out = route(StreamRoute::kTee, dir + "/out" + std::to_string(rank) + ".log");
+    launch.logs.out.duplicate_file = filtered;
+    launch.logs.out.duplicate_filters = {"loss", "acc"};
+    launches.push_back(launch);
+  }
+  CapturedConsole console;
+  {
+    WorkerGroup group(launches, signals.original_mask());
+    wait_until_all_exited(group, signals, std::chrono::seconds(10));
+  }
+  console.restore();
+  const std::string copies = file_text(filtered);
+  INFO(copies);
+  for (const char* rank : {"0", "1"}) {
+    const std::string prefix = std::string("[w") + rank + "]:";
+    CHECK(copies.find(prefix + "step 1 loss=" + rank + "\n") != std::string::npos);
+    CHECK(copies.find(prefix + "acc=1\n") != std::string::npos);      // '\r' ends a line
+    CHECK(copies.find(prefix + "last loss\n") != std::string::npos);  // the unterminated end
+  }
+  CHECK(copies.find("noise") == std::string::npos);
+  CHECK(std::count(copies.begin(), copies.end(), '\n') == 6);
+}
+
+TEST_CASE("failures of the same moment are all failures, not workers the agent stopped") {
+  SignalChannel signals({SIGTERM});
+  const std::string dir = make_temp_dir();
+  const std::string fifo = dir + "/handoff";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  // Rank 1 fails right after rank 0 (a FIFO hand-off), rank 2 keeps running: the failure
+  // window (a long one here, so the test does not race) gathers rank 1's failure; rank 2 is
+  // stopped by the agent afterwards.
+  std::vector<WorkerLaunch> launches = {
+      shell_worker(0, "echo x > " + fifo + "; exit 3"),
+      shell_worker(1, "read x < " + fifo + "; exit 5"),
+      shell_worker(2, "exec sleep 60"),
+  };
+  WorkerGroup group(launches, signals.original_mask(), std::chrono::seconds(3));
+  const auto deadline = Clock::now() + std::chrono::seconds(20);
+  while (group.state() != GroupState::kFailed && Clock::now() < deadline) {
+    wait_group(group, signals, -1,
+               std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
+  }
+  REQUIRE(group.state() == GroupState::kFailed);
+  // What the run loop does next: stop the rest.
+  stop_group(group, signals, SIGTERM, std::chrono::seconds(5));
+  const auto& w = group.workers();
+  CHECK(w[0].exit->exit_code == 3);
+  CHECK(w[1].exit->exit_code == 5);
+  CHECK_FALSE(w[0].stopped_by_agent);
+  CHECK_FALSE(w[1].stopped_by_agent);
+  CHECK(w[2].exit->exit_code == -SIGTERM);
+  CHECK(w[2].stopped_by_agent);
+}
+
+TEST_CASE("--numa-binding's CPU set is the worker's before exec") {
+  SignalChannel signals({SIGTERM});
+  const std::string dir = make_temp_dir();
+  cpu_set_t mine;
+  REQUIRE(::sched_getaffinity(0, sizeof mine, &mine) == 0);
+  int last_cpu = -1;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (CPU_ISSET(cpu, &mine))
+      last_cpu = cpu;
+  }
+  REQUIRE(last_cpu >= 0);
+  WorkerLaunch bound = shell_worker(0, "grep Cpus_allowed_list /proc/self/status > " + dir +
+                                           "/cpus; exec nproc >> " + dir + "/cpus");
+  bound.cpu_affinity = {last_cpu};
+  WorkerLaunch impossible = shell_worker(1, "true");
+  impossible.cpu_affinity = {CPU_SETSIZE * 4};  // no such CPU
+  CapturedConsole console;
+  WorkerGroup group({bound, impossible}, signals.original_mask());
+  wait_until_all_exited(group, signals, std::chrono::seconds(10));
+  console.restore();
+  CHECK(group.workers()[0].exit->exit_code == 0);
+  CHECK(file_text(dir + "/cpus") == "Cpus_allowed_list:\t" + std::to_string(last_cpu) + "\n1\n");
+  CHECK(group.workers()[1].exit->exit_code == 127);
+  CHECK_THAT(console.err(), Catch::Contains("ddprun: cannot bind the worker to its CPUs"));
 }
 
 TEST_CASE("exit codes, signals and exec failures are recorded per worker") {
@@ -165,7 +357,7 @@ TEST_CASE("exit codes, signals and exec failures are recorded per worker") {
   CHECK(group.workers()[1].exit->exit_code == -SIGKILL);
   CHECK(group.workers()[2].exit->exit_code == 127);
   CHECK_FALSE(group.workers()[0].stopped_by_agent);
-  CHECK(console.err().find("[w2]:ddprun: cannot execute /nonexistent/worker") != std::string::npos);
+  CHECK(console.err().find("ddprun: cannot execute /nonexistent/worker") != std::string::npos);
 }
 
 TEST_CASE("stop: the signal first, SIGKILL after the timeout, grandchildren included") {
@@ -186,10 +378,10 @@ TEST_CASE("stop: the signal first, SIGKILL after the timeout, grandchildren incl
   // Both have installed their traps once each printed "ready" (seen by the console pump).
   const auto ready_deadline = Clock::now() + std::chrono::seconds(10);
   while (Clock::now() < ready_deadline && ::access(pid_file.c_str(), F_OK) != 0) {
-    pump(group, signals, std::chrono::milliseconds(20));
+    wait_group(group, signals, -1, std::chrono::milliseconds(20));
   }
   REQUIRE(::access(pid_file.c_str(), F_OK) == 0);
-  pump(group, signals, std::chrono::milliseconds(100));  // let worker 0 reach its loop
+  wait_group(group, signals, -1, std::chrono::milliseconds(100));  // let worker 0 reach its loop
   pid_t grandchild = 0;
   std::ifstream(pid_file) >> grandchild;
   REQUIRE(grandchild > 0);
@@ -221,7 +413,7 @@ TEST_CASE("workers die with their agent even when it is SIGKILLed") {
     ::close(report[0]);
     SignalChannel signals({SIGTERM});
     WorkerGroup group({shell_worker(0, "exec sleep 100"), shell_worker(1, "exec sleep 100")},
-                      signals.original_mask());
+                      signals);
     for (const auto& worker : group.workers()) {
       [[maybe_unused]] auto n = ::write(report[1], &worker.pid, sizeof worker.pid);
     }

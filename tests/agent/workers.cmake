@@ -1,6 +1,7 @@
 # Run-loop and worker-supervision tests. The supervision sources are compiled into their own
 # library here so these tests do not depend on the rendezvous backends (rdzv_*) building.
 set(agent_supervision_sources
+  ${PROJECT_SOURCE_DIR}/agent/console.cpp
   ${PROJECT_SOURCE_DIR}/agent/error_file.cpp
   ${PROJECT_SOURCE_DIR}/agent/event_log.cpp
   ${PROJECT_SOURCE_DIR}/agent/failure_summary.cpp
@@ -36,4 +37,10 @@ ddprun_add_test(NAME agent_e2e_test
 # Against the reference torchrun and with real PyTorch workers (python3-torch).
 ddprun_add_test(NAME agent_interop_test
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/agent_interop_test.cpp
+  LABELS interop TIMEOUT 300)
+
+# Against torchrun 2.13 from the project's .venv (scripts/install-deps.sh): output modes under a
+# terminal, the failure table, worker environment, duplicate filters.
+ddprun_add_test(NAME agent_torchrun_parity_test
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/torchrun_parity_test.cpp
   LABELS interop TIMEOUT 300)

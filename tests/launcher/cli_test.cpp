@@ -236,9 +236,15 @@ TEST_CASE("--help lists every torchrun option in both spellings and documents ex
                                 "Logs:", "Entry point:", "ddprun extras:", "Exit status:"}) {
       CHECK_THAT(r.out, Catch::Contains(heading));
     }
-    CHECK_THAT(r.out, Catch::Contains("  0   every worker finished successfully"));
-    CHECK_THAT(r.out, Catch::Contains("  1   a worker failed"));
-    CHECK_THAT(r.out, Catch::Contains("  2   the command line was wrong"));
+    CHECK_THAT(r.out, Catch::Contains("  0      every worker finished successfully"));
+    CHECK_THAT(r.out, Catch::Contains("  1      a worker failed"));
+    CHECK_THAT(r.out, Catch::Contains("  2      the command line was wrong"));
+    CHECK_THAT(r.out, Catch::Contains("  128+N  ddprun was stopped by signal N"));
+    for (const char* variable :
+         {"TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE", "TORCH_ELASTIC_SHUTDOWN_TIMEOUT",
+          "TORCHELASTIC_ENABLE_FILE_TIMER", "TORCHELASTIC_TIMER_FILE", "USE_LIBUV"}) {
+      CHECK_THAT(r.out, Catch::Contains(variable));
+    }
     CHECK_THAT(r.out, Catch::Contains("train ARGS"));
     CHECK_THAT(r.out, Catch::Contains("ddprun-train"));
   }
@@ -246,6 +252,61 @@ TEST_CASE("--help lists every torchrun option in both spellings and documents ex
   const Result script_help = ddprun({"--print-config", "--no-python", "/bin/true", "--help"});
   CHECK(script_help.status == 0);
   CHECK_THAT(script_help.out, Catch::Contains("\"worker_argv\""));
+}
+
+TEST_CASE("a signal gives the exit status --help documents: 128+N, not torchrun's 1") {
+  const Result help = ddprun({"--help"});
+  REQUIRE(help.status == 0);
+  // The signal line of the exit-status list, and no other line claims signals for status 1.
+  CHECK_THAT(help.out, Catch::Contains("128+N  ddprun was stopped by signal N"));
+  const auto status_one = help.out.find("  1      ");
+  REQUIRE(status_one != std::string::npos);
+  CHECK(
+      help.out.substr(status_one, help.out.find("  2 ", status_one) - status_one).find("signal") ==
+      std::string::npos);
+  // The behaviour: the worker sends SIGTERM to its agent, which forwards it and exits 128+15.
+  const Result stopped =
+      ddprun({"--standalone", "--no-python", "/bin/sh", "-c", "kill -TERM $PPID; exec sleep 30"});
+  CHECK(stopped.status == 128 + SIGTERM);
+  CHECK_THAT(stopped.err, Catch::Contains("received SIGTERM"));
+}
+
+TEST_CASE("--numa-binding that cannot apply is refused before anything starts") {
+  // CUDA_VISIBLE_DEVICES="" hides every GPU, whatever the machine has.
+  const Result r = ddprun({"--numa-binding", "node", "--no-python", "/bin/true"},
+                          {{"CUDA_VISIBLE_DEVICES", ""}});
+  CHECK(r.status == 2);
+  CHECK(r.out.empty());
+  CHECK_THAT(r.err, Catch::StartsWith("ddprun: error: --numa-binding: binds each worker near its "
+                                      "GPU, but no NVIDIA GPU is visible"));
+  CHECK(line_count(r.err) == 1);
+}
+
+TEST_CASE("--print-config shows torchrun's agent variables as ddprun read them") {
+  const Result r = ddprun({"--print-config", "--virtual-local-rank", "--nproc-per-node", "2",
+                           "--tee", "1", "--duplicate-stdout-filters", "loss,,acc,lr", "s.py"},
+                          {{"TORCHELASTIC_ENABLE_FILE_TIMER", "1"},
+                           {"TORCHELASTIC_TIMER_FILE", "/run/ddprun-timer"},
+                           {"USE_LIBUV", "0"},
+                           {"TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "12"},
+                           {"CUDA_VISIBLE_DEVICES", "4,6"},
+                           {"OMP_NUM_THREADS", "1"}});
+  REQUIRE(r.status == 0);
+  const auto config = nlohmann::json::parse(r.out);
+  CHECK(config["file_timer_enabled"] == true);
+  CHECK(config["timer_file"] == "/run/ddprun-timer");
+  CHECK(config["use_libuv"] == false);
+  CHECK(config["shutdown_timeout"] == 12.0);
+  CHECK(config["value_sources"]["shutdown_timeout"] == "env:TORCH_ELASTIC_SHUTDOWN_TIMEOUT");
+  CHECK(config["virtual_local_rank"] == true);
+  CHECK(config["duplicate_stdout_filters"] == nlohmann::json{"loss,acc", "lr"});
+  CHECK(config["exit_barrier_timeout"] == 300.0);
+  // More workers than CUDA_VISIBLE_DEVICES entries cannot each get one.
+  const Result short_list = ddprun({"--virtual-local-rank", "--nproc-per-node", "3", "s.py"},
+                                   {{"CUDA_VISIBLE_DEVICES", "4,6"}});
+  CHECK(short_list.status == 2);
+  CHECK_THAT(short_list.err,
+             Catch::StartsWith("ddprun: error: --virtual-local-rank: local rank 2"));
 }
 
 TEST_CASE("--version") {

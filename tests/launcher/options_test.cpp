@@ -187,6 +187,11 @@ TEST_CASE("defaults match torchrun") {
   CHECK(config["local_addr"].is_null());
   CHECK(config["worker_env_overrides"].empty());
   CHECK(config["value_sources"]["nnodes"] == "default");
+  CHECK(config["numa_binding"].is_null());
+  CHECK(config["numa_cpus"].empty());
+  CHECK(config["file_timer_enabled"] == false);
+  CHECK(config["timer_file"].is_null());
+  CHECK(config["use_libuv"] == true);
 }
 
 TEST_CASE("options after the entry point belong to the script") {
@@ -308,6 +313,58 @@ TEST_CASE("shutdown timeout falls back to TORCH_ELASTIC_SHUTDOWN_TIMEOUT") {
   CHECK(c.value_sources.at("shutdown_timeout") == "env:TORCH_ELASTIC_SHUTDOWN_TIMEOUT");
   CHECK(resolve({"--shutdown-timeout", "3", "s.py"}, {{"TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "7"}})
             .config.shutdown_timeout_s == 3.0);
+}
+
+TEST_CASE("torchrun's agent variables: file timer and USE_LIBUV, as torchrun 2.13 reads them") {
+  // TORCHELASTIC_ENABLE_FILE_TIMER=1 (exactly "1") enables the watchdog; its pipe is
+  // TORCHELASTIC_TIMER_FILE when given (the agent makes one per start otherwise).
+  auto c = resolve({"s.py"}, {{"TORCHELASTIC_ENABLE_FILE_TIMER", "1"}}).config;
+  CHECK(c.file_timer_enabled);
+  CHECK_FALSE(c.timer_file);
+  CHECK(c.value_sources.at("file_timer_enabled") == "env:TORCHELASTIC_ENABLE_FILE_TIMER");
+  c = resolve({"s.py"}, {{"TORCHELASTIC_ENABLE_FILE_TIMER", "true"}}).config;
+  CHECK_FALSE(c.file_timer_enabled);
+  CHECK_FALSE(c.timer_file);
+  c = resolve({"s.py"},
+              {{"TORCHELASTIC_ENABLE_FILE_TIMER", "1"}, {"TORCHELASTIC_TIMER_FILE", "/run/timer"}})
+          .config;
+  CHECK(c.timer_file == "/run/timer");
+  // Given without the switch, the path still reaches the workers (torchrun passes it on).
+  CHECK(resolve({"s.py"}, {{"TORCHELASTIC_TIMER_FILE", "/run/t"}}).config.timer_file == "/run/t");
+  CHECK(resolve({"s.py"}).config.use_libuv);
+  CHECK_FALSE(resolve({"s.py"}, {{"USE_LIBUV", "0"}}).config.use_libuv);
+  CHECK_FALSE(resolve({"s.py"}, {{"USE_LIBUV", "yes"}}).config.use_libuv);  // only "1" is on
+  CHECK(resolve({"s.py"}, {{"USE_LIBUV", "0"}}).config.value_sources.at("use_libuv") ==
+        "env:USE_LIBUV");
+}
+
+TEST_CASE("--virtual-local-rank needs a CUDA_VISIBLE_DEVICES entry per worker, if it is set") {
+  CHECK(
+      resolve({"--virtual-local-rank", "--nproc-per-node", "3", "s.py"}).config.virtual_local_rank);
+  CHECK(resolve({"--virtual-local-rank", "--nproc-per-node", "2", "s.py"},
+                {{"CUDA_VISIBLE_DEVICES", "3,5"}})
+            .config.virtual_local_rank);
+  CHECK_THROWS_WITH(resolve({"--virtual-local-rank", "--nproc-per-node", "3", "s.py"},
+                            {{"CUDA_VISIBLE_DEVICES", "3,5"}}),
+                    Catch::StartsWith("--virtual-local-rank: local rank 2 has no device in "
+                                      "CUDA_VISIBLE_DEVICES='3,5'"));
+}
+
+TEST_CASE("--duplicate-*-filters copy tee'd streams into log files") {
+  const auto teed = resolve({"--tee", "1", "--duplicate-stdout-filters", "loss", "s.py"});
+  CHECK(teed.config.duplicate_stdout_filters == std::vector<std::string>{"loss"});
+  CHECK(teed.warnings.empty());
+  // torchrun copies only what it tails: without --tee nothing would ever be copied.
+  const auto untouched = resolve({"--tee", "1", "--duplicate-stderr-filters", "warn", "s.py"});
+  REQUIRE(untouched.warnings.size() == 1);
+  CHECK(untouched.warnings[0] ==
+        "--duplicate-stderr-filters copies lines of --tee'd stderr only, and --tee does not "
+        "include stderr: nothing will be copied");
+  // torchrun fails opening /dev/null/filtered_stdout.log; ddprun says why before starting.
+  CHECK_THROWS_WITH(
+      resolve({"--tee", "3", "--log-dir", "/dev/null", "--duplicate-stdout-filters", "a", "s.py"}),
+      Catch::StartsWith("--duplicate-stdout-filters: copies lines to") &&
+          Catch::Contains("--log-dir /dev/null turns log files off"));
 }
 
 TEST_CASE("bad values name the option as the user wrote it") {

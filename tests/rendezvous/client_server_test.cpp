@@ -75,6 +75,28 @@ TEST_CASE("client and server agree on every operation", "[integration]") {
   }
 }
 
+TEST_CASE("requests longer than the server's first read arrive whole", "[integration]") {
+  // The server reads a connection's first 512 bytes into a buffer of its own and the rest
+  // into a shared one: requests just below, at and above that size, and above the shared
+  // buffer's 64 KiB, must all be decoded intact.
+  const auto server = start_server();
+  const auto wire = GENERATE(WireGeneration::g2, WireGeneration::g0);
+  CAPTURE(generation_name(wire));
+  const auto client = StoreClient::connect(client_options(server->port(), wire));
+  for (const std::size_t size : {480, 495, 496, 497, 512, 4096, 64 * 1024 + 1, 300 * 1024}) {
+    CAPTURE(size);
+    std::string value(size, '\0');
+    for (std::size_t i = 0; i < size; ++i) {
+      value[i] = static_cast<char>(i * 7 + size);
+    }
+    std::string key = std::to_string(size);
+    key.push_back('v');
+    client->set(key, value);
+    CHECK(client->get(key) == value);
+  }
+  CHECK(client->add("after", 1) == 1);  // the stream is still in step
+}
+
 TEST_CASE("a timed-out wait returns false and the client stays usable", "[integration]") {
   const auto server = start_server();
   const auto wire = GENERATE(WireGeneration::g2, WireGeneration::g0);

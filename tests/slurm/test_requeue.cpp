@@ -6,6 +6,7 @@
 
 #include <catch2/catch.hpp>
 #include <filesystem>
+#include <thread>
 
 #include "slurm_cluster.hpp"
 #include "training_job.hpp"
@@ -29,6 +30,14 @@ std::string job_field(const SlurmCluster& cluster, const std::string& job, const
   }
   const auto begin = at + key.size() + 2;
   return shown.output.substr(begin, shown.output.find_first_of(" \n", begin) - begin);
+}
+
+// Returns once the wall clock's whole second has moved past the one at the call (<= 1 s).
+void wait_for_next_wall_clock_second() {
+  using std::chrono::system_clock;
+  const auto now = system_clock::now();
+  std::this_thread::sleep_until(std::chrono::floor<std::chrono::seconds>(now) +
+                                std::chrono::seconds(1));
 }
 
 }  // namespace
@@ -67,6 +76,12 @@ TEST_CASE("mingpt-requeue.sbatch: USR1 before the time limit snapshots, requeues
   }
   INFO("job state " << state << "\n" << read_file(out));
   REQUIRE(requeued);
+  // Slurm revokes a job's credential when it kills the job for the requeue, and slurmd refuses
+  // a launch whose credential is not newer than the revocation, in whole seconds ("Job
+  // credential revoked": the job ends FAILED with RunTime 00:00:00). Slurm's own requeue delay
+  // (BeginTime) avoids that; starting the job at once must wait for the next second instead.
+  // The kill came before the job turned PENDING, so that second is at most one away.
+  wait_for_next_wall_clock_second();
   REQUIRE(
       cluster.client({"scontrol", "update", "JobId=" + job, "StartTime=now"}, 30s).exit_status ==
       0);

@@ -1,4 +1,5 @@
-// Pure parts of ddprun-train: configuration, corpus, sampler, buckets, environment, atomic files.
+// Pure parts of ddprun-train: configuration, corpus, sampler, buckets, environment, atomic files,
+// the resume record, CRC-32 and the zip directory.
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -10,10 +11,13 @@
 #include "atomic_file.hpp"
 #include "bucket_plan.hpp"
 #include "char_corpus.hpp"
+#include "crc32.hpp"
 #include "distributed_sampler.hpp"
 #include "progress_report.hpp"
+#include "resume_record.hpp"
 #include "run_environment.hpp"
 #include "train_config.hpp"
+#include "zip_directory.hpp"
 
 using namespace ddprun::train;
 using Catch::Matchers::Contains;
@@ -44,8 +48,12 @@ hydra:
   run:
     dir: ./
 )";
-  const auto c = apply_document(preset("default"), yaml, "gpt2_train_cfg.yaml");
+  const auto c = config_from_file(yaml, "gpt2_train_cfg.yaml");
   validate(c);
+  // Keys the file does not have (ours) take minGPT-ddp's behaviour: full passes, whole test split.
+  CHECK(c.trainer.steps_per_epoch == 0);
+  CHECK(c.trainer.eval_batches == 0);
+  CHECK(c.trainer.log_every == 100);
   CHECK(c.data.path == "data/input.txt");
   CHECK(c.data.block_size == 128);
   CHECK(c.data.truncate == Approx(0.05));
@@ -56,6 +64,25 @@ hydra:
   CHECK(c.trainer.save_every == 3);
   CHECK(c.trainer.use_amp);
   CHECK(c.optimizer.learning_rate == Approx(3e-4));
+}
+
+TEST_CASE("a file's omitted keys take minGPT-ddp's defaults, not the default preset", "[config]") {
+  const auto c = config_from_file("trainer_config:\n  max_epochs: 2\n", "partial.yaml");
+  const auto mingpt = preset("mingpt");
+  CHECK(c.trainer.max_epochs == 2);
+  CHECK(c.optimizer.learning_rate == mingpt.optimizer.learning_rate);
+  CHECK(c.optimizer.learning_rate == Approx(3e-4));
+  CHECK(c.trainer.steps_per_epoch == 0);
+  CHECK(c.trainer.eval_batches == 0);
+  CHECK(c.trainer.batch_size == 216);
+  CHECK(c.gpt.n_layer == 8);
+  CHECK(c.data.block_size == 128);
+  CHECK(c.data.truncate == Approx(0.05));
+  CHECK(c.trainer.snapshot_path == "gpt_snapshot.pt");
+  // An empty file is minGPT-ddp's configuration; no file at all is the default preset.
+  CHECK(config_from_file("", "empty.yaml").gpt.n_embd == 512);
+  CHECK(preset(kPresetWithoutFile).trainer.steps_per_epoch == 75);
+  CHECK(preset(kPresetWithoutFile).optimizer.learning_rate == Approx(3e-3));
 }
 
 TEST_CASE("JSON configurations and Hydra-style overrides", "[config]") {
@@ -221,4 +248,100 @@ TEST_CASE("atomic replacement leaves the old file whole when the writer fails", 
   // No temporary file is left behind.
   CHECK(std::distance(std::filesystem::directory_iterator(dir), {}) == 1);
   std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("the resume record round-trips and refuses what is not one", "[snapshot]") {
+  const ResumeRecord record{{3, 7, 2, 1337}, {59, 128, 8, 8, 512}};
+  const auto back = decode_resume_record(encode_resume_record(record));
+  CHECK(back.position.finished_epoch == 3);
+  CHECK(back.position.steps_into_epoch == 7);
+  CHECK(back.position.world_size == 2);
+  CHECK(back.position.seed == 1337);
+  CHECK(back.model.vocab_size == 59);
+  CHECK(back.model.n_embd == 512);
+  CHECK_THROWS_WITH(decode_resume_record("[1, 2]"), Contains("not a JSON object"));
+  CHECK_THROWS_WITH(decode_resume_record(R"({"format": "ddprun-train/9"})"),
+                    Contains("not of format ddprun-train/2"));
+  auto text = encode_resume_record(record);
+  text.replace(text.find("\"world_size\":2"), 14, "\"world_size\":0");
+  CHECK_THROWS_WITH(decode_resume_record(text), Contains("'world_size' is 0, below 1"));
+  CHECK_THROWS_WITH(decode_resume_record(std::string(kMaxResumeRecordBytes + 1, ' ')),
+                    Contains("more than"));
+}
+
+TEST_CASE("CRC-32 is zip's", "[snapshot]") {
+  CHECK(crc32_update(0, "123456789", 9) == 0xCBF43926u);  // the standard check value
+  const std::string long_text(1000, 'x');
+  // Split anywhere, the running CRC is the same as in one piece.
+  CHECK(crc32_update(crc32_update(0, long_text.data(), 333), long_text.data() + 333, 667) ==
+        crc32_update(0, long_text.data(), long_text.size()));
+}
+
+namespace {
+
+void put_le(std::string& out, uint64_t value, int width) {
+  for (int k = 0; k < width; ++k) {
+    out += static_cast<char>((value >> (8 * k)) & 0xFF);
+  }
+}
+
+// A zip archive's tail as PyTorch writes it for archives over 4 GiB: one central directory
+// entry, the zip64 end record and locator, and an end record whose fields say "see zip64".
+std::string zip64_tail(const std::string& name, uint32_t crc) {
+  std::string out;
+  put_le(out, 0x02014b50, 4);
+  out += std::string(12, '\0');  // versions, flags, method, time, date
+  put_le(out, crc, 4);
+  put_le(out, 0xFFFFFFFF, 4);  // sizes in the zip64 extra field
+  put_le(out, 0xFFFFFFFF, 4);
+  put_le(out, name.size(), 2);
+  put_le(out, 0, 2);            // extra (left out here)
+  put_le(out, 0, 2);            // comment
+  out += std::string(8, '\0');  // disk, attributes
+  put_le(out, 0, 4);            // local header offset
+  out += name;
+  const uint64_t directory_size = out.size();
+  const uint64_t zip64_end = out.size();
+  put_le(out, 0x06064b50, 4);
+  put_le(out, 44, 8);
+  out += std::string(20, '\0');
+  put_le(out, 1, 8);  // entries
+  put_le(out, directory_size, 8);
+  put_le(out, 0, 8);  // directory offset
+  put_le(out, 0x07064b50, 4);
+  put_le(out, 0, 4);
+  put_le(out, zip64_end, 8);
+  put_le(out, 1, 4);
+  put_le(out, 0x06054b50, 4);
+  out += std::string(4, '\0');
+  put_le(out, 0xFFFF, 2);
+  put_le(out, 0xFFFF, 2);
+  put_le(out, 0xFFFFFFFF, 4);
+  put_le(out, 0xFFFFFFFF, 4);
+  put_le(out, 0, 2);
+  return out;
+}
+
+std::vector<ZipEntry> directory_of(const std::string& bytes) {
+  return read_zip_directory(bytes.size(), [&](uint64_t offset, char* out, size_t n) {
+    REQUIRE(offset + n <= bytes.size());
+    std::copy_n(bytes.data() + offset, n, out);
+  });
+}
+
+}  // namespace
+
+TEST_CASE("the zip directory is read, zip64 included, and a cut-short archive is named",
+          "[snapshot]") {
+  const auto bytes = zip64_tail("archive/data/0", 0xDEADBEEF);
+  const auto entries = directory_of(bytes);
+  REQUIRE(entries.size() == 1);
+  CHECK(entries[0].name == "archive/data/0");
+  CHECK(entries[0].crc32 == 0xDEADBEEFu);
+  CHECK_THROWS_WITH(directory_of(bytes.substr(0, bytes.size() - 5)),
+                    Contains("no end record (the file was cut short)"));
+  auto damaged = bytes;
+  damaged[0] = 'X';  // the directory entry's signature
+  CHECK_THROWS_WITH(directory_of(damaged), Contains("directory entry 0 is damaged"));
+  CHECK_THROWS_WITH(directory_of("PK"), Contains("too short"));
 }

@@ -1,17 +1,21 @@
 // The LibTorch model and snapshots of ddprun-train: names, initialisation, causality, snapshot
-// round trip, the dropout kernel, and clear errors for corrupt, truncated or mismatched snapshots.
+// round trip, the dropout kernel, the pickle reader, and clear errors for corrupt, truncated or
+// mismatched snapshots.
+#include <caffe2/serialize/inline_container.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <random>
 #include <set>
 
 #include "fast_dropout.hpp"
 #include "gpt_model.hpp"
 #include "snapshot_io.hpp"
 #include "snapshot_state.hpp"
+#include "torch_pickle_reader.hpp"
 
 using namespace ddprun::train;
 using Catch::Matchers::Contains;
@@ -126,6 +130,82 @@ TEST_CASE("fast_dropout keeps 1 - p of the elements, scaled, as a function of th
   CHECK(fast_dropout(input, 1.0, true).abs().sum().item<double>() == 0.0);
 }
 
+namespace {
+
+c10::IValue field(const c10::IValue& dict, const char* name) {
+  return dict.toGenericDict().at(c10::IValue(std::string(name)));
+}
+
+// Hand-written pickles for the reader's edge cases (opcodes as in Python's pickletools).
+class PickleBytes {
+ public:
+  PickleBytes() { bytes_ += "\x80\x02"; }  // PROTO 2
+  PickleBytes& op(char code) {
+    bytes_ += code;
+    return *this;
+  }
+  PickleBytes& text(const std::string& s) {
+    bytes_ += 'X';
+    for (int k = 0; k < 4; ++k) {
+      bytes_ += static_cast<char>((s.size() >> (8 * k)) & 0xFF);
+    }
+    bytes_ += s;
+    return *this;
+  }
+  PickleBytes& small_int(uint8_t v) {
+    bytes_ += 'K';
+    bytes_ += static_cast<char>(v);
+    return *this;
+  }
+  PickleBytes& global(const std::string& module, const std::string& name) {
+    bytes_ += 'c' + module + '\n' + name + '\n';
+    return *this;
+  }
+  PickleBytes& put(uint8_t index) {
+    bytes_ += 'q';
+    bytes_ += static_cast<char>(index);
+    return *this;
+  }
+  PickleBytes& get(uint8_t index) {
+    bytes_ += 'h';
+    bytes_ += static_cast<char>(index);
+    return *this;
+  }
+  // _rebuild_tensor_v2 over storage `key` of `numel` floats, viewed as `rows` x `cols` at
+  // `offset` (rows and cols below 256).
+  PickleBytes& tensor(const std::string& key, uint8_t numel, uint8_t offset, uint8_t rows,
+                      uint8_t cols) {
+    global("torch._utils", "_rebuild_tensor_v2").op('(');
+    op('(').text("storage").global("torch", "FloatStorage").text(key).text("cpu");
+    small_int(numel).op('t').op('Q').small_int(offset);
+    small_int(rows).small_int(cols).op('\x86').small_int(cols).small_int(1).op('\x86');
+    op('\x89').global("collections", "OrderedDict").op(')').op('R');
+    return op('t').op('R');
+  }
+  const std::string& str() const { return bytes_; }
+
+ private:
+  std::string bytes_;
+};
+
+c10::IValue unpickle(const std::string& bytes) {
+  return read_torch_pickle(bytes, [](const StorageRequest& request) {
+    return torch::arange(request.numel, torch::TensorOptions().dtype(request.dtype));
+  });
+}
+
+// A torch.save-layout archive holding the given records (as PyTorch's writer lays them out).
+void write_archive(const std::string& path,
+                   const std::vector<std::pair<std::string, std::string>>& records) {
+  caffe2::serialize::PyTorchStreamWriter zip(path);
+  for (const auto& [name, bytes] : records) {
+    zip.writeRecord(name, bytes.data(), bytes.size());
+  }
+  zip.writeEndOfFile();
+}
+
+}  // namespace
+
 TEST_CASE("snapshot round trip restores model and optimizer exactly", "[snapshot]") {
   TempDir dir;
   torch::manual_seed(2);
@@ -134,19 +214,34 @@ TEST_CASE("snapshot round trip restores model and optimizer exactly", "[snapshot
   auto opt_a = make_adamw(*a, groups, 1e-3, 0.1);
   train_steps(a, *opt_a, 3, 7);
   const auto path = dir.file("snapshot.pt");
-  write_snapshot_file(path, make_snapshot(*a, *opt_a, groups, {5, 2, 2, 1337}));
+  const auto parts = make_snapshot(*a, *opt_a, groups, {5, 2, 2, 1337});
+  write_snapshot_file(path, parts.content, parts.resume_record);
+
+  const auto file = read_snapshot_file(path);
+  // minGPT-ddp's Snapshot(**d) takes these three keys and no others.
+  std::set<std::string> keys;
+  for (const auto& entry : file.content.toGenericDict()) {
+    keys.insert(entry.key().toStringRef());
+  }
+  CHECK(keys == std::set<std::string>{"model_state", "optimizer_state", "finished_epoch"});
+  REQUIRE(file.resume_record);
+  CHECK(decode_resume_record(*file.resume_record).position.steps_into_epoch == 2);
 
   torch::manual_seed(3);
   Gpt b(tiny_shape());
-  auto opt_b = make_adamw(*b, groups, 1e-3, 0.1);
-  const auto position = restore_snapshot(read_snapshot_file(path), path, *b, *opt_b, groups);
-  CHECK(position.finished_epoch == 5);
-  CHECK(position.steps_into_epoch == 2);
-  CHECK(position.world_size == 2);
+  auto opt_b = make_adamw(*b, groups, 5e-2, 0.3);  // as minGPT-ddp: the snapshot's settings win
+  const auto restored = restore_snapshot(file, path, *b, *opt_b, groups);
+  CHECK(restored.has_resume_record);
+  CHECK(restored.position.finished_epoch == 5);
+  CHECK(restored.position.steps_into_epoch == 2);
+  CHECK(restored.position.world_size == 2);
+  CHECK(restored.learning_rate == 1e-3);
+  CHECK(restored.weight_decay == 0.1);
   for (const auto& item : a->named_parameters()) {
     CHECK(torch::equal(item.value(), b->named_parameters()[item.key()]));
   }
-  // The optimizer state came back too: one more identical step keeps them bit-identical.
+  // The optimizer state and settings came back too: one more identical step keeps them
+  // bit-identical.
   train_steps(a, *opt_a, 1, 9);
   train_steps(b, *opt_b, 1, 9);
   for (const auto& item : a->named_parameters()) {
@@ -161,12 +256,9 @@ TEST_CASE("a snapshot whose optimizer states share one tensor restores them apar
   const auto groups = optimizer_parameter_groups(*model);
   auto optimizer = make_adamw(*model, groups, 1e-3, 0.1);
   train_steps(model, *optimizer, 1, 3);
-  auto snapshot = make_snapshot(*model, *optimizer, groups, {1, 0, 1, 0});
+  auto parts = make_snapshot(*model, *optimizer, groups, {1, 0, 1, 0});
   // Point two states of the same shape at one tensor object, as a pickle memo can.
-  auto field = [](const c10::IValue& dict, const char* name) {
-    return dict.toGenericDict().at(c10::IValue(std::string(name)));
-  };
-  auto state = field(field(snapshot, "optimizer_state"), "state").toGenericDict();
+  auto state = field(field(parts.content, "optimizer_state"), "state").toGenericDict();
   std::optional<c10::IValue> first;
   std::optional<c10::IValue> second;
   for (const auto& entry : state) {
@@ -181,7 +273,7 @@ TEST_CASE("a snapshot whose optimizer states share one tensor restores them apar
   state.at(*second).toGenericDict().insert_or_assign(c10::IValue(std::string("exp_avg")),
                                                      field(state.at(*first), "exp_avg"));
   const auto path = dir.file("shared.pt");
-  write_snapshot_file(path, snapshot);
+  write_snapshot_file(path, parts.content, parts.resume_record);
 
   Gpt restored(tiny_shape());
   auto restored_optimizer = make_adamw(*restored, groups, 1e-3, 0.1);
@@ -202,25 +294,171 @@ TEST_CASE("unusable snapshots give an error naming the file and the reason", "[s
   auto optimizer = make_adamw(*model, groups, 1e-3, 0.1);
   train_steps(model, *optimizer, 1, 1);
   const auto good = dir.file("good.pt");
-  write_snapshot_file(good, make_snapshot(*model, *optimizer, groups, {1, 0, 1, 0}));
+  const auto parts = make_snapshot(*model, *optimizer, groups, {1, 0, 1, 0});
+  write_snapshot_file(good, parts.content, parts.resume_record);
 
   const auto garbage = dir.file("garbage.pt");
   std::ofstream(garbage) << "this is not a zip archive at all";
-  CHECK_THROWS_WITH(read_snapshot_file(garbage), Contains(garbage) && Contains("corrupt"));
+  CHECK_THROWS_WITH(read_snapshot_file(garbage),
+                    Contains(garbage) && Contains("not a zip archive"));
 
   const auto truncated = dir.file("truncated.pt");
   std::filesystem::copy_file(good, truncated);
   std::filesystem::resize_file(truncated, std::filesystem::file_size(good) / 2);
-  CHECK_THROWS_WITH(read_snapshot_file(truncated), Contains(truncated));
+  CHECK_THROWS_WITH(read_snapshot_file(truncated),
+                    Contains(truncated) && Contains("no end record (the file was cut short)"));
 
   const auto empty = dir.file("empty.pt");
   std::ofstream(empty).close();
   CHECK_THROWS_WITH(read_snapshot_file(empty), Contains("empty"));
+
+  // One byte of a tensor changed on disk: PyTorch would load it silently; the CRC-32 catches it.
+  const auto damaged = dir.file("damaged.pt");
+  {
+    std::ifstream in(good, std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    // The first tensor record's local header: 30 bytes, its name, its extra field, its data.
+    const auto header = bytes.rfind("PK\x03\x04", bytes.find("data/0"));
+    REQUIRE(header != std::string::npos);
+    auto u16 = [&](size_t at) {
+      return static_cast<size_t>(static_cast<unsigned char>(bytes[at])) |
+             static_cast<size_t>(static_cast<unsigned char>(bytes[at + 1])) << 8;
+    };
+    bytes[header + 30 + u16(header + 26) + u16(header + 28) + 1] ^= 0x5A;
+    std::ofstream(damaged, std::ios::binary) << bytes;
+  }
+  CHECK_THROWS_WITH(read_snapshot_file(damaged),
+                    Contains(damaged) && Contains("record data/") && Contains("CRC-32"));
 
   Gpt wider(tiny_shape(64));
   const auto wider_groups = optimizer_parameter_groups(*wider);
   auto wider_opt = make_adamw(*wider, wider_groups, 1e-3, 0.1);
   CHECK_THROWS_WITH(
       restore_snapshot(read_snapshot_file(good), good, *wider, *wider_opt, wider_groups),
-      Contains(good) && Contains("n_embd=32"));
+      Contains(good) && Contains("holds a model with n_layer=2, n_head=4, n_embd=32") &&
+          Contains("this run builds n_layer=2, n_head=4, n_embd=64"));
+
+  // Archives that are whole but do not hold a state-dict snapshot.
+  const std::string storage(6 * sizeof(float), '\0');
+  const std::vector<std::pair<std::string, std::string>> cases{
+      {"a pickled Python object",
+       PickleBytes().global("os", "system").text("true").op('\x85').op('R').op('.').str()},
+      {"a pickle cut short", PickleBytes().op('}').op('(').text("model_state").str()},
+      {"a tensor outside its storage", PickleBytes().tensor("0", 6, 4, 2, 3).op('.').str()},
+      {"a storage of the wrong size", PickleBytes().tensor("0", 8, 0, 2, 3).op('.').str()},
+  };
+  const std::vector<std::string> reasons{
+      "data.pkl: the pickle refers to os.system, which is not part of a tensor state dict",
+      "data.pkl: the pickle ends before its STOP opcode (truncated)",
+      "does not fit its storage of 6 elements",
+      "record data/0 holds 24 bytes, but data.pkl says it is 8 elements of 4 bytes",
+  };
+  for (size_t k = 0; k < cases.size(); ++k) {
+    INFO(cases[k].first);
+    const auto path = dir.file("case" + std::to_string(k) + ".pt");
+    write_archive(path, {{"data.pkl", cases[k].second}, {"data/0", storage}});
+    CHECK_THROWS_WITH(read_snapshot_file(path), Contains(path) && Contains(reasons[k]));
+  }
+  const auto no_pickle = dir.file("no_pickle.pt");
+  write_archive(no_pickle, {{"data/0", storage}});
+  CHECK_THROWS_WITH(read_snapshot_file(no_pickle), Contains("no data.pkl record"));
+}
+
+TEST_CASE("the pickle reader takes torch.save's OrderedDicts and refuses what is not data",
+          "[snapshot]") {
+  // OrderedDict() with a state dict's BUILD (_metadata), int keys, a float, a tensor view.
+  const auto ordered = PickleBytes()
+                           .global("collections", "OrderedDict")
+                           .op(')')
+                           .op('R')
+                           .put(0)
+                           .op('(')
+                           .text("w")
+                           .tensor("0", 6, 0, 2, 3)
+                           .small_int(7)
+                           .text("x")
+                           .op('u')
+                           .op('}')
+                           .text("_metadata")
+                           .op('}')
+                           .op('s')
+                           .op('b')
+                           .op('.')
+                           .str();
+  const auto value = unpickle(ordered);
+  REQUIRE(value.isGenericDict());
+  const auto dict = value.toGenericDict();
+  CHECK(dict.size() == 2);
+  CHECK(torch::equal(dict.at(c10::IValue(std::string("w"))).toTensor(),
+                     torch::arange(6, torch::kFloat).view({2, 3})));
+  CHECK(dict.at(c10::IValue(int64_t{7})).toStringRef() == "x");
+
+  // A list appended into itself (through the memo): recursive data is refused.
+  const auto recursive = PickleBytes().op(']').put(1).op('(').get(1).op('e').op('.').str();
+  CHECK_THROWS_WITH(unpickle(recursive), Contains("holds itself"));
+  // A container changed after it was nested.
+  const auto changed =
+      PickleBytes().op(']').put(1).op(']').get(1).op('a').get(1).small_int(1).op('a').op('.').str();
+  CHECK_THROWS_WITH(unpickle(changed), Contains("after nesting it"));
+  // Nesting is bounded.
+  auto deep = PickleBytes();
+  for (int k = 0; k < kMaxPickleNesting + 1; ++k) {
+    deep.op(']');
+  }
+  for (int k = 0; k < kMaxPickleNesting; ++k) {
+    deep.op('a');
+  }
+  CHECK_THROWS_WITH(unpickle(deep.op('.').str()), Contains("nest deeper than"));
+  CHECK_THROWS_WITH(unpickle(PickleBytes().get(9).op('.').str()), Contains("memo entry 9"));
+  CHECK_THROWS_WITH(unpickle(PickleBytes().op('o').op('.').str()),
+                    Contains("unsupported pickle opcode 0x6f"));
+  CHECK_THROWS_WITH(unpickle(PickleBytes().small_int(1).str()), Contains("before its STOP"));
+}
+
+TEST_CASE("damaged pickles fail with a PickleError, never otherwise", "[snapshot]") {
+  // A real snapshot's data.pkl, damaged in many deterministic ways: every result is either a
+  // value or a PickleError (no crash, no other exception, no unbounded allocation).
+  TempDir dir;
+  torch::manual_seed(6);
+  Gpt model(tiny_shape());
+  const auto groups = optimizer_parameter_groups(*model);
+  auto optimizer = make_adamw(*model, groups, 1e-3, 0.1);
+  train_steps(model, *optimizer, 1, 1);
+  const auto path = dir.file("fuzz.pt");
+  const auto parts = make_snapshot(*model, *optimizer, groups, {1, 0, 1, 0});
+  write_snapshot_file(path, parts.content, parts.resume_record);
+  caffe2::serialize::PyTorchStreamReader zip(path);
+  const auto [data, size] = zip.getRecord("data.pkl");
+  const std::string pickle(static_cast<const char*>(data.get()), size);
+  const StorageLoader loader = [](const StorageRequest& request) {
+    if (request.numel > 4096) {
+      throw PickleError("larger than any storage of this snapshot");
+    }
+    return torch::zeros({request.numel}, torch::TensorOptions().dtype(request.dtype));
+  };
+  REQUIRE_NOTHROW(read_torch_pickle(pickle, loader));
+  std::mt19937_64 random(12345);
+  int refused = 0;
+  constexpr int kCases = 3000;
+  for (int k = 0; k < kCases; ++k) {
+    std::string damaged = pickle;
+    const auto at = static_cast<size_t>(random() % damaged.size());
+    switch (k % 3) {
+      case 0:
+        damaged[at] = static_cast<char>(random());
+        break;
+      case 1:
+        damaged.resize(at);
+        break;
+      default:
+        damaged.erase(at, 1 + random() % 8);
+        break;
+    }
+    try {
+      read_torch_pickle(damaged, loader);
+    } catch (const PickleError&) {
+      ++refused;
+    }
+  }
+  CHECK(refused > kCases / 2);
 }

@@ -1,6 +1,6 @@
 // ddprun-train as real processes: exact resume after SIGKILL, SIGTERM preemption, a snapshot write
-// killed half-way, and bad configurations. Ranks are started with the torchrun environment; the
-// store is hosted here, as ddprun's agent does.
+// killed half-way, bad configurations and snapshots, and what a configuration file means. Ranks
+// are started with the torchrun environment; the store is hosted here, as ddprun's agent does.
 #include <sys/inotify.h>
 #include <unistd.h>
 
@@ -96,8 +96,12 @@ c10::IValue at(const c10::impl::GenericDict& d, const std::string& key) {
 
 // Bit-identical model_state and optimizer_state (every tensor, every step count).
 void expect_identical_snapshots(const std::string& a, const std::string& b) {
-  const auto sa = as_dict(ddprun::train::read_snapshot_file(a));
-  const auto sb = as_dict(ddprun::train::read_snapshot_file(b));
+  const auto fa = ddprun::train::read_snapshot_file(a);
+  const auto fb = ddprun::train::read_snapshot_file(b);
+  // The exact-resume records match too (same position, world size, seed and model).
+  CHECK(fa.resume_record == fb.resume_record);
+  const auto sa = as_dict(fa.content);
+  const auto sb = as_dict(fb.content);
   CHECK(at(sa, "finished_epoch").toInt() == at(sb, "finished_epoch").toInt());
   const auto ma = as_dict(at(sa, "model_state"));
   const auto mb = as_dict(at(sb, "model_state"));
@@ -119,7 +123,14 @@ void expect_identical_snapshots(const std::string& a, const std::string& b) {
 }
 
 int64_t finished_epoch(const std::string& path) {
-  return at(as_dict(ddprun::train::read_snapshot_file(path)), "finished_epoch").toInt();
+  return at(as_dict(ddprun::train::read_snapshot_file(path).content), "finished_epoch").toInt();
+}
+
+// The decay group's learning rate in a snapshot's optimizer_state.
+double learning_rate(const std::string& path) {
+  const auto content = as_dict(ddprun::train::read_snapshot_file(path).content);
+  const auto groups = at(as_dict(at(content, "optimizer_state")), "param_groups").toListRef();
+  return at(as_dict(groups[0]), "lr").toDouble();
 }
 
 }  // namespace
@@ -272,5 +283,38 @@ TEST_CASE("bad configurations and snapshots give a clear error and a non-zero ex
   std::ofstream(dir.file("snapshot.pt")) << "PK\x03\x04 definitely not a whole zip";
   ChildProcess corrupt(tiny_args({}), {}, dir.path.string());
   CHECK(corrupt.wait(60s) == 1);
-  CHECK_THAT(corrupt.output(), Contains("snapshot snapshot.pt: corrupt or truncated"));
+  CHECK_THAT(corrupt.output(),
+             Contains("snapshot snapshot.pt: the zip archive has no end record (the file was cut "
+                      "short)"));
+}
+
+TEST_CASE(
+    "a configuration file means its keys over minGPT-ddp's defaults; none, the default preset",
+    "[config]") {
+  TempDir dir("config");
+  const std::string corpus =
+      std::string(DDPRUN_SOURCE_DIR) + "/worker-runtime/data/default_corpus.txt";
+  const std::vector<std::string> shape{"data_config.path=" + corpus, "data_config.block_size=16",
+                                       "data_config.truncate=0.25",  "gpt_config.n_layer=1",
+                                       "gpt_config.n_head=2",        "gpt_config.n_embd=32",
+                                       "trainer_config.max_epochs=1"};
+  // A file that leaves out steps_per_epoch, eval_batches and the optimizer: full passes over the
+  // 10787 training samples (11 steps of 1024) and lr 3e-4, as minGPT-ddp; not the default preset's
+  // 75 steps and 3e-3.
+  std::ofstream(dir.file("partial.yaml")) << "trainer_config:\n  batch_size: 1024\n"
+                                          << "  snapshot_path: from_file.pt\n";
+  auto with_file = shape;
+  with_file.insert(with_file.begin(), {kTrainer, "partial.yaml"});
+  ChildProcess file_run(with_file, {{"OMP_NUM_THREADS", "1"}}, dir.path.string());
+  REQUIRE(file_run.wait(120s) == 0);
+  CHECK_THAT(file_run.output(), Contains("11 steps per epoch of 1024 per rank"));
+  CHECK(learning_rate(dir.file("from_file.pt")) == Approx(3e-4));
+
+  // Without a file: the default preset (75 steps per epoch, lr 3e-3), overrides on top.
+  auto without_file = shape;
+  without_file.insert(without_file.begin(), kTrainer);
+  ChildProcess preset_run(without_file, {{"OMP_NUM_THREADS", "1"}}, dir.path.string());
+  REQUIRE(preset_run.wait(120s) == 0);
+  CHECK_THAT(preset_run.output(), Contains("75 steps per epoch of 32 per rank"));
+  CHECK(learning_rate(dir.file("snapshot.pt")) == Approx(3e-3));
 }

@@ -4,6 +4,9 @@
 // TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1, rank 0 hosting the store on MASTER_PORT. The snapshot it
 // writes loads in Python with torch.load, strict load_state_dict into the PyTorch minGPT module
 // and AdamW.load_state_dict, and training continues.
+// minGPT-ddp's snapshots both ways, with that PyTorch and with Debian's 1.13 (/usr/bin/python3):
+// mingpt_snapshot.py saves and loads them with the example's own code (restated), ddprun-train
+// resumes the example's and the example's loader takes ddprun-train's.
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -77,4 +80,81 @@ TEST_CASE("under torchrun 2.x, snapshots load in PyTorch with strict=True", "[py
 TEST_CASE("under torchrun 2.x without its shared store, rank 0 hosts the store", "[python]") {
   TempDir dir("rank0-store");
   train_under_torchrun(dir, "1", {{"TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "1"}});
+}
+
+namespace {
+
+const std::string kDebianPython = "/usr/bin/python3";  // python3-torch 1.13 (install-deps.sh)
+const std::string kCorpus = kSource + "/worker-runtime/data/default_corpus.txt";
+
+// Runs mingpt_snapshot.py under `python`; returns its output after checking it succeeded.
+std::string example_snapshot(const std::string& python, const TempDir& dir,
+                             std::vector<std::string> args) {
+  args.insert(args.begin(), {python, kSource + "/tests/worker-runtime/mingpt_snapshot.py"});
+  ChildProcess run(args, {{"PYTHONPATH", kSource + "/tests/worker-runtime"}}, dir.path.string());
+  const auto status = run.wait(120s);
+  INFO(run.output());
+  REQUIRE(status == 0);
+  return run.output();
+}
+
+// One rank of ddprun-train, alone, on the model mingpt_snapshot.py builds (1 layer, 2 heads,
+// 32 wide, block 16, a quarter of the default corpus).
+ChildProcess resume_alone(const TempDir& dir, const std::string& n_embd) {
+  return ChildProcess(
+      {std::string(DDPRUN_BIN_DIR) + "/ddprun-train", "data_config.path=" + kCorpus,
+       "data_config.block_size=16", "data_config.truncate=0.25", "gpt_config.n_layer=1",
+       "gpt_config.n_head=2", "gpt_config.n_embd=" + n_embd, "trainer_config.batch_size=8",
+       "trainer_config.steps_per_epoch=3", "trainer_config.eval_batches=1",
+       "trainer_config.max_epochs=2", "optimizer_config.learning_rate=0.003"},
+      {{"OMP_NUM_THREADS", "1"}}, dir.path.string());
+}
+
+}  // namespace
+
+TEST_CASE("minGPT-ddp's snapshots both ways, with PyTorch 2.x and Debian's 1.13", "[python]") {
+  for (const auto& python : {kPython, kDebianPython}) {
+    INFO(python);
+    TempDir dir("example");
+    const std::vector<std::string> shape{"--layers", "1", "--heads", "2", "--embd", "32"};
+    // The example's _save_snapshot, after two AdamW steps at lr 1e-6, at finished epoch 1.
+    auto save = shape;
+    save.insert(save.begin(), {"save", "example.pt", "--corpus", kCorpus, "--truncate", "0.25",
+                               "--block", "16", "--lr", "1e-6", "--epoch", "1"});
+    example_snapshot(python, dir, save);
+    std::filesystem::copy_file(dir.path / "example.pt", dir.path / "snapshot.pt");
+
+    // ddprun-train resumes it: epoch 2 only, with the snapshot's lr (as the example would), not
+    // the configuration's 0.003.
+    auto run = resume_alone(dir, "32");
+    const auto status = run.wait(120s);
+    INFO(run.output());
+    REQUIRE(status == 0);
+    CHECK_THAT(run.output(), Contains("resumed from snapshot.pt: finished epoch 1") &&
+                                 Contains("learning_rate 1e-06 and weight_decay 0.1 come from "
+                                          "the snapshot's optimizer state") &&
+                                 Contains("epoch 2/2 done"));
+
+    // The example's _load_snapshot takes what ddprun-train wrote: three keys (Snapshot(**d)),
+    // strict=True, AdamW.load_state_dict. 2 + 3 steps; lr still 1e-6; the weights moved from the
+    // example's by what 3 steps at 1e-6 can do (a fresh start, or lr 0.003, moves them 100x more).
+    auto load = shape;
+    load.insert(load.begin(), {"load", "snapshot.pt", "--epoch", "2", "--lr", "1e-6", "--steps",
+                               "5", "--compare", "example.pt", "--max-change", "1e-4"});
+    CHECK_THAT(example_snapshot(python, dir, load), Contains("OK loaded snapshot.pt"));
+  }
+}
+
+TEST_CASE("an example snapshot of another model shape is refused, naming file and shape",
+          "[python]") {
+  TempDir dir("other-shape");
+  example_snapshot(
+      kPython, dir,
+      {"save", "snapshot.pt", "--corpus", kCorpus, "--truncate", "0.25", "--block", "16",
+       "--layers", "1", "--heads", "2", "--embd", "16", "--lr", "1e-3", "--epoch", "1"});
+  auto run = resume_alone(dir, "32");
+  CHECK(run.wait(120s) == 1);
+  CHECK_THAT(run.output(),
+             Contains("snapshot snapshot.pt: it holds a model with n_layer=1, n_embd=16, "
+                      "vocab_size=45, block_size=16 but this run builds n_layer=1, n_embd=32"));
 }

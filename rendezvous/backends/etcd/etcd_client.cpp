@@ -1,0 +1,314 @@
+// EtcdClient: one request tried member after member until it succeeds or its deadline passes.
+
+#include "rendezvous/backends/etcd/etcd_client.hpp"
+
+#include <algorithm>
+
+#include "rendezvous/backends/etcd/etcd_codec.hpp"
+#include "rendezvous/backends/etcd/failover_log.hpp"
+#include "rendezvous/backends/etcd/tls_context.hpp"
+
+namespace ddprun::rendezvous::backends::etcd {
+namespace {
+
+using Trouble = FailoverLog::Trouble;
+
+constexpr unsigned kHttpOk = 200;
+constexpr unsigned kHttpTooManyRequests = 429;
+constexpr unsigned kHttpInternalError = 500;
+constexpr unsigned kHttpUnavailable = 503;
+
+// etcd's gateway answers "etcdserver: no leader" when the hasleader header meets a member
+// without a leader: the request was refused before it was proposed.
+bool is_no_leader(const std::string& message) {
+  return message.find("no leader") != std::string::npos;
+}
+
+std::string operation_name(const std::string& path) {
+  const auto slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+}  // namespace
+
+struct EtcdClient::Call {
+  Call(boost::asio::io_context& io, const std::vector<EtcdEndpoint>& endpoints)
+      : log(endpoints), backoff_timer(io) {}
+  std::string path;
+  std::string body;
+  Retry retry = Retry::kAlways;
+  Clock::time_point deadline;
+  Clock::time_point started;
+  Handler done;
+  FailoverLog log;
+  std::size_t member = 0;
+  std::size_t tried = 0;  // attempts so far
+  std::chrono::milliseconds backoff = kFirstBackoff;
+  boost::asio::steady_timer backoff_timer;
+};
+
+EtcdClient::EtcdClient(boost::asio::io_context& io, EtcdOptions options)
+    : io_(io),
+      options_(std::move(options)),
+      tls_(options_.tls.enabled ? make_tls_context(options_.tls) : nullptr),
+      idle_(options_.endpoints.size()) {}
+
+EtcdClient::~EtcdClient() {
+  close();
+}
+
+std::string EtcdClient::describe() const {
+  return std::string("etcd ") + (options_.tls.enabled ? "https " : "") +
+         format_endpoints(options_.endpoints);
+}
+
+void EtcdClient::call(std::string path, std::string body, Retry retry, Clock::time_point deadline,
+                      Handler done) {
+  auto call = std::make_shared<Call>(io_, options_.endpoints);
+  call->path = std::move(path);
+  call->body = std::move(body);
+  call->retry = retry;
+  call->deadline = deadline;
+  call->started = Clock::now();
+  call->done = std::move(done);
+  call->member = preferred_;
+  if (closed_) {
+    boost::asio::post(io_, lifetime_.guard([this, call] {
+      EtcdFailure failure;
+      failure.kind = round::KvErrorKind::kUnreachable;
+      failure.message = describe() + ": the etcd client is closed";
+      finish(call, std::move(failure));
+    }));
+    return;
+  }
+  attempt(call);
+}
+
+void EtcdClient::attempt(const std::shared_ptr<Call>& call) {
+  if (active_ >= kMaxConnections) {
+    waiting_.push_back(call);
+    return;
+  }
+  const std::size_t member = call->member;
+  auto connection = take_connection(member);
+  ++active_;
+  ++call->tried;
+  const auto deadline = std::min(Clock::now() + options_.op_timeout, call->deadline);
+  connection->exchange(call->path, call->body, deadline,
+                       lifetime_.guard([this, call, member, connection](HttpReply reply) {
+                         --active_;
+                         if (connection->reusable()) {
+                           keep_connection(member, connection);
+                         }
+                         on_reply(call, member, *connection, std::move(reply));
+                         serve_waiting();
+                       }));
+}
+
+void EtcdClient::serve_waiting() {
+  while (active_ < kMaxConnections && !waiting_.empty()) {
+    auto call = std::move(waiting_.front());
+    waiting_.pop_front();
+    if (Clock::now() >= call->deadline) {
+      call->log.record(call->member, Trouble::kUnresponsive,
+                       "no connection free before the deadline");
+      give_up(call);
+      continue;
+    }
+    attempt(call);
+  }
+}
+
+void EtcdClient::on_reply(const std::shared_ptr<Call>& call, std::size_t member,
+                          HttpConnection& connection, HttpReply reply) {
+  const std::string where = operation_name(call->path);
+  Trouble trouble = Trouble::kUnreachable;
+  bool maybe_applied = reply.request_sent;
+  std::string detail = reply.detail;
+  switch (reply.failure) {
+    case HttpFailure::kConnect:
+      trouble = Trouble::kUnreachable;
+      maybe_applied = false;
+      break;
+    case HttpFailure::kTls:
+      trouble = Trouble::kTls;
+      maybe_applied = false;
+      break;
+    case HttpFailure::kBroken:
+      trouble = Trouble::kUnreachable;
+      break;
+    case HttpFailure::kTimeout:
+      trouble = Trouble::kUnresponsive;
+      break;
+    case HttpFailure::kProtocol:
+      trouble = Trouble::kProtocol;
+      break;
+    case HttpFailure::kNone: {
+      nlohmann::json body;
+      std::string parse_error;
+      try {
+        body = EtcdCodec::parse(reply.body, options_.limits.max_json_depth);
+      } catch (const EtcdProtocolError& error) {
+        parse_error = error.what();
+      }
+      if (parse_error.empty() && !body.is_object()) {
+        parse_error = "the reply is JSON but not an object";
+      }
+      const bool stream_error =
+          body.is_object() && body.contains("error") && body["error"].is_object();
+      if (reply.status == kHttpOk && parse_error.empty() && !stream_error) {
+        member_served(member);
+        finish(call, std::move(body));
+        return;
+      }
+      if (reply.status == kHttpOk && !parse_error.empty()) {
+        trouble = Trouble::kProtocol;
+        detail = parse_error;
+        break;
+      }
+      const ErrorReply error = EtcdCodec::decode_error(body);
+      const std::string message =
+          error.message.empty() ? "HTTP status " + std::to_string(reply.status) : error.message;
+      if (reply.status == kHttpUnavailable || reply.status == kHttpInternalError ||
+          error.code == kGrpcUnavailable) {
+        // No quorum: refused outright ("no leader"), or proposed and timed out.
+        trouble = Trouble::kNoLeader;
+        maybe_applied = !is_no_leader(message);
+        detail = message;
+        break;
+      }
+      if (reply.status == kHttpTooManyRequests) {
+        trouble = Trouble::kUnresponsive;
+        maybe_applied = false;
+        detail = message;
+        break;
+      }
+      if (!error.message.empty()) {
+        // etcd refused the request itself (lease not found, compacted, too large).
+        EtcdFailure failure;
+        failure.kind = round::KvErrorKind::kRejected;
+        failure.code = error.code;
+        failure.message = describe() + ": etcd rejected the " + where + " (HTTP " +
+                          std::to_string(reply.status) + "): " + error.message;
+        member_served(member);
+        finish(call, std::move(failure));
+        return;
+      }
+      trouble = Trouble::kProtocol;
+      detail = "HTTP status " + std::to_string(reply.status) +
+               " without an etcd error body (is this an etcd v3 gateway?)";
+      break;
+    }
+  }
+  if (trouble == Trouble::kProtocol) {
+    connection.close();  // whatever else it sends is not to be trusted either
+  }
+  call->log.record(member, trouble, detail);
+  member_failed(member);
+  if (maybe_applied && call->retry == Retry::kUnlessMaybeApplied) {
+    auto failure = call->log.summary(
+        where, std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - call->started));
+    failure.maybe_applied = true;
+    finish(call, std::move(failure));
+    return;
+  }
+  next_member(call);
+}
+
+void EtcdClient::next_member(const std::shared_ptr<Call>& call) {
+  if (!call->log.any_usable() || Clock::now() >= call->deadline) {
+    give_up(call);
+    return;
+  }
+  const std::size_t count = options_.endpoints.size();
+  std::size_t next = call->member;
+  do {
+    next = (next + 1) % count;
+  } while (!call->log.usable(next));
+  call->member = next;
+  if (call->tried % count != 0) {
+    attempt(call);
+    return;
+  }
+  // Every member failed once in this round: pause before the next round.
+  const auto pause = std::min<Clock::duration>(call->backoff, call->deadline - Clock::now());
+  call->backoff = std::min(call->backoff * 2, kMaxBackoff);
+  call->backoff_timer.expires_after(pause);
+  call->backoff_timer.async_wait(lifetime_.guard([this, call](const boost::system::error_code& ec) {
+    if (ec || closed_) {
+      return;
+    }
+    if (Clock::now() >= call->deadline) {
+      give_up(call);
+      return;
+    }
+    attempt(call);
+  }));
+}
+
+void EtcdClient::give_up(const std::shared_ptr<Call>& call) {
+  finish(call, call->log.summary(operation_name(call->path),
+                                 std::chrono::duration_cast<std::chrono::milliseconds>(
+                                     Clock::now() - call->started)));
+}
+
+void EtcdClient::finish(const std::shared_ptr<Call>& call, Outcome outcome) {
+  auto done = std::move(call->done);
+  call->done = nullptr;
+  if (done) {
+    done(std::move(outcome));
+  }
+}
+
+void EtcdClient::member_failed(std::size_t member) {
+  if (preferred_ == member) {
+    preferred_ = (member + 1) % options_.endpoints.size();
+  }
+}
+
+std::shared_ptr<HttpConnection> EtcdClient::take_connection(std::size_t member) {
+  auto& idle = idle_[member];
+  while (!idle.empty()) {
+    auto connection = std::move(idle.back());
+    idle.pop_back();
+    if (connection->reusable()) {
+      return connection;
+    }
+  }
+  return stream_connection(member);
+}
+
+void EtcdClient::keep_connection(std::size_t member, std::shared_ptr<HttpConnection> connection) {
+  auto& idle = idle_[member];
+  if (idle.size() < kMaxIdlePerMember && !closed_) {
+    idle.push_back(std::move(connection));
+  } else {
+    connection->close();
+  }
+}
+
+std::shared_ptr<HttpConnection> EtcdClient::stream_connection(std::size_t member) {
+  auto connection =
+      HttpConnection::create(io_, options_.endpoints.at(member), tls_, options_.limits);
+  if (open_.size() >= 2 * kMaxConnections) {
+    std::erase_if(open_, [](const auto& entry) { return entry.expired(); });
+  }
+  open_.push_back(connection);
+  return connection;
+}
+
+void EtcdClient::close() {
+  closed_ = true;
+  waiting_.clear();
+  for (auto& idle : idle_) {
+    idle.clear();
+  }
+  for (const auto& entry : open_) {
+    if (auto connection = entry.lock()) {
+      connection->close();
+    }
+  }
+  open_.clear();
+}
+
+}  // namespace ddprun::rendezvous::backends::etcd

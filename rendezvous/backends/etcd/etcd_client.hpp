@@ -1,0 +1,99 @@
+#pragma once
+// A client of one etcd cluster's v3 JSON gateway: POSTs a request to a member and, when that
+// member fails (refused, reset, timed out, no leader, garbage), to the next one, until the
+// request's deadline. Reads are linearizable (etcd's default), so any member will do.
+//
+// Connections: a few kept alive per member and reused; at most kMaxConnections exchanges in
+// flight, later requests queue. Streams (watches) get connections of their own
+// (stream_connection).
+// Threading: one io_context thread; the handler of call() runs there, never inside call().
+// Retry policy: Retry::kAlways for reads and writes that may be repeated; kUnlessMaybeApplied
+// stops at the first failure after which etcd may have applied the request (the caller then
+// finds out, see CasUpdate), and reports it with maybe_applied set.
+
+#include <chrono>
+#include <cstddef>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "rendezvous/backends/etcd/beast.hpp"
+#include "rendezvous/backends/etcd/etcd_failure.hpp"
+#include "rendezvous/backends/etcd/etcd_options.hpp"
+#include "rendezvous/backends/etcd/http_connection.hpp"
+#include "rendezvous/backends/etcd/lifetime.hpp"
+
+namespace ddprun::rendezvous::backends::etcd {
+
+class EtcdClient {
+ public:
+  using Clock = std::chrono::steady_clock;
+  enum class Retry { kAlways, kUnlessMaybeApplied };
+  using Outcome = std::variant<nlohmann::json, EtcdFailure>;
+  using Handler = std::function<void(Outcome)>;
+
+  // Exchanges in flight at once; more wait in a queue.
+  static constexpr std::size_t kMaxConnections = 32;
+  // Idle connections kept per member for reuse.
+  static constexpr std::size_t kMaxIdlePerMember = 4;
+  // Pause after every member failed once, doubling up to the cap (bounded by the deadline).
+  static constexpr std::chrono::milliseconds kFirstBackoff{50};
+  static constexpr std::chrono::milliseconds kMaxBackoff{1000};
+
+  // options must be valid (validate()); throws std::invalid_argument when TLS files are unusable.
+  EtcdClient(boost::asio::io_context& io, EtcdOptions options);
+  EtcdClient(const EtcdClient&) = delete;
+  EtcdClient& operator=(const EtcdClient&) = delete;
+  ~EtcdClient();
+
+  // POSTs body to path (e.g. "/v3/kv/range"); the handler gets the parsed JSON of a 200
+  // reply, or the failure once no member could serve it before deadline.
+  void call(std::string path, std::string body, Retry retry, Clock::time_point deadline,
+            Handler done);
+
+  // Closes every connection; pending calls never complete. Later calls fail.
+  void close();
+
+  // For streams: a connection of their own to a member, and the member to try first.
+  std::shared_ptr<HttpConnection> stream_connection(std::size_t member);
+  std::size_t preferred_member() const { return preferred_; }
+  // A member failed: prefer the next one from now on (if it was the preferred one).
+  void member_failed(std::size_t member);
+  // A member served a request: prefer it.
+  void member_served(std::size_t member) { preferred_ = member; }
+
+  boost::asio::io_context& io() { return io_; }
+  const EtcdOptions& options() const { return options_; }
+  const std::vector<EtcdEndpoint>& endpoints() const { return options_.endpoints; }
+  // "etcd 127.0.0.1:2379,127.0.0.2:2379"
+  std::string describe() const;
+
+ private:
+  struct Call;
+  void attempt(const std::shared_ptr<Call>& call);
+  void on_reply(const std::shared_ptr<Call>& call, std::size_t member, HttpConnection& connection,
+                HttpReply reply);
+  void next_member(const std::shared_ptr<Call>& call);
+  void give_up(const std::shared_ptr<Call>& call);
+  void finish(const std::shared_ptr<Call>& call, Outcome outcome);
+  void serve_waiting();
+  std::shared_ptr<HttpConnection> take_connection(std::size_t member);
+  void keep_connection(std::size_t member, std::shared_ptr<HttpConnection> connection);
+
+  boost::asio::io_context& io_;
+  EtcdOptions options_;
+  std::shared_ptr<boost::asio::ssl::context> tls_;
+  std::size_t preferred_ = 0;
+  std::size_t active_ = 0;
+  bool closed_ = false;
+  std::vector<std::vector<std::shared_ptr<HttpConnection>>> idle_;  // per member
+  std::vector<std::weak_ptr<HttpConnection>> open_;  // every connection handed out, to close
+  std::deque<std::shared_ptr<Call>> waiting_;
+  Lifetime lifetime_;
+};
+
+}  // namespace ddprun::rendezvous::backends::etcd

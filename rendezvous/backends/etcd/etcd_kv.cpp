@@ -1,0 +1,414 @@
+// EtcdKv: dispatch of the round machine's ops onto etcd requests, and the op bookkeeping
+// (ids, cancel, posted completions, close).
+
+#include "rendezvous/backends/etcd/etcd_kv.hpp"
+
+#include <charconv>
+#include <random>
+#include <unordered_map>
+
+#include "rendezvous/backends/etcd/etcd_codec.hpp"
+#include "rendezvous/backends/etcd/key_waiter.hpp"
+#include "rendezvous/backends/etcd/txn_batch.hpp"
+
+namespace ddprun::rendezvous::backends::etcd {
+namespace {
+
+std::string random_nonce() {
+  std::random_device device;
+  const uint64_t value = (static_cast<uint64_t>(device()) << 32) ^ device();
+  char text[17];
+  const auto [end, error] = std::to_chars(text, text + 16, value, 16);
+  return std::string(text, end);
+}
+
+EtcdOptions validated(EtcdOptions options) {
+  validate(options);
+  return options;
+}
+
+// The counter a key holds: decimal text, as TCPStore's add writes it.
+std::optional<int64_t> parse_counter(const std::string& text) {
+  int64_t value = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || error != std::errc() || end != text.data() + text.size()) {
+    return std::nullopt;
+  }
+  return value;
+}
+
+}  // namespace
+
+EtcdKv::EtcdKv(boost::asio::io_context& io, EtcdOptions options)
+    : io_(io),
+      options_(validated(std::move(options))),
+      client_(io, options_),
+      lease_(client_, options_.lease_ttl, options_.keepalive_interval),
+      nonce_(random_nonce()) {}
+
+EtcdKv::~EtcdKv() {
+  // Pending ops are abandoned: their work objects go first, then the client closes sockets.
+  pending_.clear();
+  client_.close();
+}
+
+std::string EtcdKv::describe() const {
+  return client_.describe();
+}
+
+round::KvError EtcdKv::protocol_error(const std::string& what) const {
+  return round::KvError{round::KvErrorKind::kProtocol, describe() + ": " + what};
+}
+
+std::string EtcdKv::new_fence_key() {
+  return options_.key_prefix + std::string(kInternalDirectory) + "fence/" + nonce_ + "/" +
+         std::to_string(++next_fence_);
+}
+
+// --- op bookkeeping -------------------------------------------------------------------------
+
+uint64_t EtcdKv::begin(uint64_t id, Completion done) {
+  const uint64_t serial = ++next_serial_;
+  if (const auto previous = serial_of_.find(id); previous != serial_of_.end()) {
+    // The caller reused a pending id: the older op can no longer be cancelled by it.
+    serial_of_.erase(previous);
+  }
+  serial_of_[id] = serial;
+  pending_[serial] = Pending{id, std::move(done), nullptr, std::nullopt, false};
+  return serial;
+}
+
+void EtcdKv::adopt(uint64_t serial, std::shared_ptr<void> work) {
+  if (auto entry = pending_.find(serial); entry != pending_.end()) {
+    entry->second.work = std::move(work);
+  }
+}
+
+void EtcdKv::finish(uint64_t serial, round::KvResult result) {
+  const auto entry = pending_.find(serial);
+  if (entry == pending_.end() || entry->second.result) {
+    return;
+  }
+  entry->second.result = std::move(result);
+  // Delivered from a fresh call stack: the completion may start ops, cancel, or destroy us.
+  boost::asio::post(io_, lifetime_.guard([this, serial] { deliver(serial); }));
+}
+
+void EtcdKv::deliver(uint64_t serial) {
+  const auto entry = pending_.find(serial);
+  if (entry == pending_.end()) {
+    return;  // cancelled meanwhile
+  }
+  Pending pending = std::move(entry->second);
+  pending_.erase(entry);
+  if (const auto id = serial_of_.find(pending.id); id != serial_of_.end() && id->second == serial) {
+    serial_of_.erase(id);
+  }
+  pending.work.reset();
+  maybe_finish_close();
+  pending.done(std::move(*pending.result));
+}
+
+void EtcdKv::cancel(uint64_t id) {
+  const auto found = serial_of_.find(id);
+  if (found == serial_of_.end()) {
+    return;
+  }
+  pending_.erase(found->second);  // destroys the work: a KeyWaiter closes its watch
+  serial_of_.erase(found);
+  maybe_finish_close();
+}
+
+void EtcdKv::start(uint64_t id, round::KvOp op, Completion done) {
+  const uint64_t serial = begin(id, std::move(done));
+  if (closing_ || closed_) {
+    finish(serial, round::KvError{round::KvErrorKind::kUnreachable,
+                                  describe() + ": the backend is closed"});
+    return;
+  }
+  std::visit([this, serial](auto& concrete) { run(serial, std::move(concrete)); }, op);
+}
+
+void EtcdKv::close(std::function<void()> done) {
+  if (closing_ || closed_) {
+    boost::asio::post(io_, std::move(done));
+    return;
+  }
+  closing_ = true;
+  close_done_ = std::move(done);
+  // A wait could last its whole timeout: leaving does not wait for it.
+  std::vector<uint64_t> waits;
+  for (const auto& [serial, pending] : pending_) {
+    if (pending.is_wait) {
+      waits.push_back(serial);
+    }
+  }
+  for (const uint64_t serial : waits) {
+    finish(serial, round::KvError{round::KvErrorKind::kUnreachable,
+                                  describe() + ": the backend is closing"});
+  }
+  maybe_finish_close();
+}
+
+void EtcdKv::maybe_finish_close() {
+  if (!closing_ || closed_ || !pending_.empty()) {
+    return;
+  }
+  closed_ = true;
+  lease_.revoke(deadline(), lifetime_.guard([this] {
+    client_.close();
+    auto done = std::move(close_done_);
+    close_done_ = nullptr;
+    if (done) {
+      boost::asio::post(io_, std::move(done));
+    }
+  }));
+}
+
+// --- the ops --------------------------------------------------------------------------------
+
+void EtcdKv::run(uint64_t serial, round::KvGet op) {
+  client_.call("/v3/kv/range", EtcdCodec::range(RangeRequest{full_key(op.key), {}}),
+               EtcdClient::Retry::kAlways, deadline(),
+               lifetime_.guard([this, serial](EtcdClient::Outcome outcome) {
+                 if (auto* failure = std::get_if<EtcdFailure>(&outcome)) {
+                   finish(serial, to_kv_error(*failure));
+                   return;
+                 }
+                 try {
+                   auto range = EtcdCodec::decode_range(std::get<nlohmann::json>(outcome));
+                   round::KvValue value;
+                   if (!range.kvs.empty()) {
+                     value.value = std::move(range.kvs.front().value);
+                   }
+                   finish(serial, std::move(value));
+                 } catch (const EtcdProtocolError& bad) {
+                   finish(serial, protocol_error(std::string("bad range reply: ") + bad.what()));
+                 }
+               }));
+}
+
+void EtcdKv::run(uint64_t serial, round::KvMultiGet op) {
+  if (op.keys.empty()) {
+    finish(serial, round::KvValues{});
+    return;
+  }
+  std::vector<TxnOperation> reads;
+  std::set<std::string> unique;
+  for (const auto& key : op.keys) {
+    if (unique.insert(full_key(key)).second) {
+      reads.emplace_back(RangeRequest{full_key(key), {}});
+    }
+  }
+  auto batch = std::make_shared<TxnBatch>(
+      client_, TxnBatch::split(std::move(reads)), deadline(),
+      lifetime_.guard([this, serial, keys = std::move(op.keys)](TxnBatch::Result result) {
+        if (auto* failure = std::get_if<round::KvError>(&result)) {
+          finish(serial, std::move(*failure));
+          return;
+        }
+        std::unordered_map<std::string, std::string> found;
+        for (auto& reply : std::get<std::vector<TxnReply>>(result)) {
+          for (auto& response : reply.responses) {
+            for (auto& kv : std::get<RangeReply>(response).kvs) {
+              found[std::move(kv.key)] = std::move(kv.value);
+            }
+          }
+        }
+        round::KvValues values;
+        values.values.reserve(keys.size());
+        for (const auto& key : keys) {
+          const auto hit = found.find(full_key(key));
+          values.values.push_back(hit == found.end() ? std::nullopt
+                                                     : std::optional<std::string>(hit->second));
+        }
+        finish(serial, std::move(values));
+      }));
+  batch->start();
+  adopt(serial, std::move(batch));
+}
+
+void EtcdKv::run(uint64_t serial, round::KvSet op) {
+  client_.call("/v3/kv/put", EtcdCodec::put(PutRequest{full_key(op.key), std::move(op.value), 0}),
+               EtcdClient::Retry::kAlways, deadline(),
+               lifetime_.guard([this, serial](EtcdClient::Outcome outcome) {
+                 if (auto* failure = std::get_if<EtcdFailure>(&outcome)) {
+                   finish(serial, to_kv_error(*failure));
+                   return;
+                 }
+                 finish(serial, round::KvDone{});
+               }));
+}
+
+void EtcdKv::run(uint64_t serial, round::KvMultiSet op) {
+  if (op.keys.size() != op.values.size()) {
+    finish(serial,
+           round::KvError{round::KvErrorKind::kRejected,
+                          describe() + ": a multi-set with " + std::to_string(op.keys.size()) +
+                              " keys and " + std::to_string(op.values.size()) + " values"});
+    return;
+  }
+  if (op.keys.empty()) {
+    finish(serial, round::KvDone{});
+    return;
+  }
+  // etcd refuses a txn that writes one key twice: the last value of a key wins, as it would
+  // with one set after another.
+  std::unordered_map<std::string, std::size_t> last;
+  for (std::size_t i = 0; i < op.keys.size(); ++i) {
+    last[op.keys[i]] = i;
+  }
+  std::vector<TxnOperation> writes;
+  for (std::size_t i = 0; i < op.keys.size(); ++i) {
+    if (last[op.keys[i]] == i) {
+      writes.emplace_back(PutRequest{full_key(op.keys[i]), std::move(op.values[i]), 0});
+    }
+  }
+  auto batch =
+      std::make_shared<TxnBatch>(client_, TxnBatch::split(std::move(writes)), deadline(),
+                                 lifetime_.guard([this, serial](TxnBatch::Result result) {
+                                   if (auto* failure = std::get_if<round::KvError>(&result)) {
+                                     finish(serial, std::move(*failure));
+                                     return;
+                                   }
+                                   finish(serial, round::KvDone{});
+                                 }));
+  batch->start();
+  adopt(serial, std::move(batch));
+}
+
+void EtcdKv::update(uint64_t serial, const std::string& key, CasUpdate::Rule rule) {
+  auto update = std::make_shared<CasUpdate>(
+      client_, lease_, full_key(key), [this] { return new_fence_key(); }, std::move(rule),
+      deadline(), lifetime_.guard([this, serial](round::KvResult result) {
+        finish(serial, std::move(result));
+      }));
+  update->start();
+  adopt(serial, std::move(update));
+}
+
+void EtcdKv::run(uint64_t serial, round::KvAdd op) {
+  update(serial, op.key,
+         [key = op.key, delta = op.delta,
+          where = describe()](const std::optional<std::string>& current)
+             -> std::variant<CasUpdate::Plan, round::KvError> {
+           int64_t value = 0;
+           if (current) {
+             const auto parsed = parse_counter(*current);
+             if (!parsed) {
+               return round::KvError{round::KvErrorKind::kRejected,
+                                     where + ": add to key '" + key +
+                                         "', which holds a value that is not a decimal counter"};
+             }
+             value = *parsed;
+           }
+           int64_t sum = 0;
+           if (__builtin_add_overflow(value, delta, &sum)) {
+             return round::KvError{round::KvErrorKind::kRejected,
+                                   where + ": add to key '" + key + "' overflows int64"};
+           }
+           return CasUpdate::Plan{std::to_string(sum), round::KvCounter{sum}};
+         });
+}
+
+void EtcdKv::run(uint64_t serial, round::KvCompareSet op) {
+  update(serial, op.key,
+         [expected = std::move(op.expected),
+          desired = std::move(op.desired)](const std::optional<std::string>& current)
+             -> std::variant<CasUpdate::Plan, round::KvError> {
+           if (current == expected) {
+             return CasUpdate::Plan{desired, round::KvValue{desired}};
+           }
+           return CasUpdate::Plan{std::nullopt, round::KvValue{current}};
+         });
+}
+
+void EtcdKv::run(uint64_t serial, round::KvAppend op) {
+  update(serial, op.key,
+         [suffix = std::move(op.value)](const std::optional<std::string>& current)
+             -> std::variant<CasUpdate::Plan, round::KvError> {
+           return CasUpdate::Plan{current.value_or(std::string()) + suffix, round::KvDone{}};
+         });
+}
+
+void EtcdKv::run(uint64_t serial, round::KvWait op) {
+  if (op.keys.empty()) {
+    finish(serial, round::KvReady{true});
+    return;
+  }
+  std::vector<std::string> keys;
+  keys.reserve(op.keys.size());
+  for (const auto& key : op.keys) {
+    keys.push_back(full_key(key));
+  }
+  auto waiter = std::make_shared<KeyWaiter>(client_, std::move(keys), op.timeout,
+                                            lifetime_.guard([this, serial](round::KvResult result) {
+                                              finish(serial, std::move(result));
+                                            }));
+  waiter->start();
+  adopt(serial, std::move(waiter));
+  pending_[serial].is_wait = true;
+}
+
+void EtcdKv::run(uint64_t serial, round::KvBeat op) {
+  beat(serial, full_key(op.key), deadline(), false);
+}
+
+void EtcdKv::beat(uint64_t serial, std::string key, Clock::time_point until, bool renewed) {
+  lease_.acquire(until, lifetime_.guard([this, serial, key = std::move(key), until, renewed](
+                                            std::variant<int64_t, EtcdFailure> lease) mutable {
+    if (auto* failure = std::get_if<EtcdFailure>(&lease)) {
+      finish(serial, to_kv_error(*failure));
+      return;
+    }
+    const int64_t id = std::get<int64_t>(lease);
+    if (const auto& trouble = lease_.trouble()) {
+      finish(serial, to_kv_error(*trouble));  // renewals fail: this agent may look dead
+      return;
+    }
+    if (const auto put = beat_leases_.find(key); put != beat_leases_.end() && put->second == id) {
+      finish(serial, round::KvDone{});
+      return;
+    }
+    client_.call(
+        "/v3/kv/put", EtcdCodec::put(PutRequest{key, std::string(kBeatValue), id}),
+        EtcdClient::Retry::kAlways, until,
+        lifetime_.guard([this, serial, key, until, renewed, id](EtcdClient::Outcome outcome) {
+          if (auto* failure = std::get_if<EtcdFailure>(&outcome)) {
+            if (failure->code == kGrpcNotFound && !renewed) {
+              lease_.forget(id);  // expired: take a new lease, put the key again
+              beat(serial, key, until, true);
+              return;
+            }
+            finish(serial, to_kv_error(*failure));
+            return;
+          }
+          beat_leases_[key] = id;
+          finish(serial, round::KvDone{});
+        }));
+  }));
+}
+
+void EtcdKv::run(uint64_t serial, round::KvProbe op) {
+  client_.call("/v3/kv/range", EtcdCodec::range(RangeRequest{full_key(op.key), {}}),
+               EtcdClient::Retry::kAlways, deadline(),
+               lifetime_.guard([this, serial, key = op.key](EtcdClient::Outcome outcome) {
+                 if (auto* failure = std::get_if<EtcdFailure>(&outcome)) {
+                   finish(serial, to_kv_error(*failure));
+                   return;
+                 }
+                 try {
+                   const auto range = EtcdCodec::decode_range(std::get<nlohmann::json>(outcome));
+                   if (!range.kvs.empty()) {
+                     seen_alive_.insert(key);
+                     finish(serial, round::KvLiveness{++probe_counter_, false});
+                   } else {
+                     finish(serial, round::KvLiveness{0, seen_alive_.contains(key)});
+                   }
+                 } catch (const EtcdProtocolError& bad) {
+                   finish(serial, protocol_error(std::string("bad range reply: ") + bad.what()));
+                 }
+               }));
+}
+
+}  // namespace ddprun::rendezvous::backends::etcd

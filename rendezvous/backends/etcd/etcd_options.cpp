@@ -1,0 +1,159 @@
+// Parsing and validation of EtcdOptions: endpoints, durations and TLS files.
+
+#include "rendezvous/backends/etcd/etcd_options.hpp"
+
+#include <charconv>
+#include <stdexcept>
+
+namespace ddprun::rendezvous::backends::etcd {
+namespace {
+
+std::string_view trim(std::string_view text) {
+  while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) {
+    text.remove_prefix(1);
+  }
+  while (!text.empty() && (text.back() == ' ' || text.back() == '\t')) {
+    text.remove_suffix(1);
+  }
+  return text;
+}
+
+std::uint16_t parse_port(std::string_view text, std::string_view entry) {
+  unsigned value = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || error != std::errc() || end != text.data() + text.size() || value == 0 ||
+      value > 65535) {
+    throw std::invalid_argument("rdzv_endpoint: bad port in '" + std::string(entry) +
+                                "' (expected 1-65535)");
+  }
+  return static_cast<std::uint16_t>(value);
+}
+
+EtcdEndpoint parse_one(std::string_view entry) {
+  EtcdEndpoint endpoint;
+  std::string_view rest = entry;
+  if (const auto scheme = rest.find("://"); scheme != std::string_view::npos) {
+    throw std::invalid_argument("rdzv_endpoint: '" + std::string(entry) +
+                                "' has a scheme; give host:port and set protocol=https in "
+                                "--rdzv_conf for TLS");
+  }
+  if (!rest.empty() && rest.front() == '[') {
+    const auto close = rest.find(']');
+    if (close == std::string_view::npos) {
+      throw std::invalid_argument("rdzv_endpoint: unclosed '[' in '" + std::string(entry) + "'");
+    }
+    endpoint.host = std::string(rest.substr(1, close - 1));
+    rest.remove_prefix(close + 1);
+    if (rest.empty()) {
+      endpoint.port = kEtcdDefaultPort;
+    } else if (rest.front() == ':') {
+      endpoint.port = parse_port(rest.substr(1), entry);
+    } else {
+      throw std::invalid_argument("rdzv_endpoint: unexpected text after ']' in '" +
+                                  std::string(entry) + "'");
+    }
+  } else {
+    const auto colon = rest.rfind(':');
+    if (colon != std::string_view::npos && rest.find(':') != colon) {
+      throw std::invalid_argument("rdzv_endpoint: write the IPv6 address in '" +
+                                  std::string(entry) + "' as [address]:port");
+    }
+    if (colon == std::string_view::npos) {
+      endpoint.host = std::string(rest);
+      endpoint.port = kEtcdDefaultPort;
+    } else {
+      endpoint.host = std::string(rest.substr(0, colon));
+      endpoint.port = parse_port(rest.substr(colon + 1), entry);
+    }
+  }
+  if (endpoint.host.empty()) {
+    throw std::invalid_argument("rdzv_endpoint: missing host in '" + std::string(entry) + "'");
+  }
+  for (const char c : endpoint.host) {
+    const bool allowed = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                         (c >= '0' && c <= '9') || c == '.' || c == '-' || c == '_' || c == ':';
+    if (!allowed) {
+      throw std::invalid_argument("rdzv_endpoint: bad character in host '" + endpoint.host + "'");
+    }
+  }
+  return endpoint;
+}
+
+}  // namespace
+
+std::vector<EtcdEndpoint> parse_etcd_endpoints(std::string_view text) {
+  std::vector<EtcdEndpoint> endpoints;
+  while (true) {
+    const auto comma = text.find(',');
+    const std::string_view entry = trim(text.substr(0, comma));
+    if (entry.empty()) {
+      throw std::invalid_argument("rdzv_endpoint: empty entry in the etcd endpoint list");
+    }
+    endpoints.push_back(parse_one(entry));
+    if (endpoints.size() > kMaxEtcdEndpoints) {
+      throw std::invalid_argument("rdzv_endpoint: more than " + std::to_string(kMaxEtcdEndpoints) +
+                                  " etcd endpoints");
+    }
+    if (comma == std::string_view::npos) {
+      break;
+    }
+    text.remove_prefix(comma + 1);
+  }
+  return endpoints;
+}
+
+void validate(const EtcdOptions& options) {
+  if (options.endpoints.empty()) {
+    throw std::invalid_argument("rdzv_endpoint: no etcd endpoint given");
+  }
+  if (options.endpoints.size() > kMaxEtcdEndpoints) {
+    throw std::invalid_argument("rdzv_endpoint: more than " + std::to_string(kMaxEtcdEndpoints) +
+                                " etcd endpoints");
+  }
+  for (const auto& endpoint : options.endpoints) {
+    if (endpoint.host.empty() || endpoint.port == 0) {
+      throw std::invalid_argument("rdzv_endpoint: incomplete etcd endpoint '" +
+                                  format_endpoint(endpoint) + "'");
+    }
+  }
+  if (options.lease_ttl.count() < 1) {
+    throw std::invalid_argument("etcd lease TTL must be at least 1 s");
+  }
+  if (options.keepalive_interval.count() < 1 || options.keepalive_interval >= options.lease_ttl) {
+    throw std::invalid_argument(
+        "etcd keep-alive interval must be positive and shorter than the lease TTL");
+  }
+  if (options.op_timeout.count() < 1) {
+    throw std::invalid_argument("etcd operation timeout must be positive");
+  }
+  if (options.failover_budget < options.op_timeout) {
+    throw std::invalid_argument("etcd failover budget must be at least the operation timeout");
+  }
+  const auto& tls = options.tls;
+  if (!tls.enabled && (!tls.ca_file.empty() || !tls.cert_file.empty() || !tls.key_file.empty())) {
+    throw std::invalid_argument("rdzv_conf: cacert, cert and key need protocol=https");
+  }
+  if (tls.cert_file.empty() != tls.key_file.empty()) {
+    throw std::invalid_argument(
+        "rdzv_conf: cert and key go together (client certificate and "
+        "its private key)");
+  }
+}
+
+std::string format_endpoint(const EtcdEndpoint& endpoint) {
+  const bool ipv6 = endpoint.host.find(':') != std::string::npos;
+  return (ipv6 ? "[" + endpoint.host + "]" : endpoint.host) + ":" + std::to_string(endpoint.port);
+}
+
+std::string format_endpoints(const std::vector<EtcdEndpoint>& endpoints) {
+  std::string text;
+  for (const auto& endpoint : endpoints) {
+    if (!text.empty()) {
+      text += ',';
+    }
+    text += format_endpoint(endpoint);
+  }
+  return text;
+}
+
+}  // namespace ddprun::rendezvous::backends::etcd

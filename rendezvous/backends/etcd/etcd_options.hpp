@@ -1,0 +1,61 @@
+#pragma once
+// What an EtcdKv needs to know: where the members are, which part of the keyspace is this
+// run's, how long a lease lives, how long an operation may take, and how to speak TLS.
+// parse_etcd_endpoints() and validate() check every field once, where the options enter, and
+// name the offending option in their message (std::invalid_argument).
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "rendezvous/backends/etcd/http_limits.hpp"
+
+namespace ddprun::rendezvous::backends::etcd {
+
+struct EtcdEndpoint {
+  std::string host;  // name or IP address (IPv6 without brackets)
+  std::uint16_t port = 0;
+};
+
+// torchrun's --rdzv_conf keys protocol, cacert, cert, key.
+struct EtcdTls {
+  bool enabled = false;   // protocol=https
+  std::string ca_file;    // cacert: PEM bundle that signs the members' certificates; empty: the
+                          // system's trust store
+  std::string cert_file;  // cert: this client's certificate chain (PEM), for client-cert auth
+  std::string key_file;   // key: its private key (PEM)
+};
+
+struct EtcdOptions {
+  std::vector<EtcdEndpoint> endpoints;
+  // Every key of this run lives under it, e.g. "/ddprun/<run_id>/".
+  std::string key_prefix;
+  // Lease of this agent's beat keys: they vanish this long after the agent stops renewing.
+  // etcd raises a TTL below 1.5 election timeouts (2 s by default) to that minimum.
+  std::chrono::seconds lease_ttl{10};
+  // How often the lease is renewed; a third of the TTL, as etcd's own client does.
+  std::chrono::milliseconds keepalive_interval{3333};
+  // Deadline of one HTTP exchange with one member.
+  std::chrono::milliseconds op_timeout{5000};
+  // How long one operation may keep trying (other members, reconnecting) before it fails.
+  std::chrono::milliseconds failover_budget{15000};
+  EtcdTls tls;
+  HttpLimits limits;
+};
+
+inline constexpr std::uint16_t kEtcdDefaultPort = 2379;
+inline constexpr std::size_t kMaxEtcdEndpoints = 64;
+
+// "host1:2379,host2,[::1]:2379" (as --rdzv_endpoint); a missing port means 2379.
+std::vector<EtcdEndpoint> parse_etcd_endpoints(std::string_view text);
+
+// Throws std::invalid_argument naming the first bad option.
+void validate(const EtcdOptions& options);
+
+// "127.0.0.1:2379,[::1]:2379", for messages.
+std::string format_endpoints(const std::vector<EtcdEndpoint>& endpoints);
+std::string format_endpoint(const EtcdEndpoint& endpoint);
+
+}  // namespace ddprun::rendezvous::backends::etcd
