@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <tuple>
 
 #include "agent/error_file.hpp"
 #include "agent/failure_summary.hpp"
@@ -230,12 +231,21 @@ void AgentLoop::start_workers(const RoundInfo& round) {
 }
 
 std::vector<WorkerFailure> AgentLoop::local_failures() const {
+  // Every failure here was observed within one failure window (torchrun's monitor check), so,
+  // as torchrun, they share the window's time and the root cause among them is the lowest rank;
+  // a worker's error file, when it has one, gives its own time.
+  double window_start = 0;
+  for (const auto& worker : group_->workers()) {
+    if (worker.exit && !worker.exit->succeeded() && !worker.stopped_by_agent &&
+        (window_start == 0 || worker.exit_time_s < window_start))
+      window_start = worker.exit_time_s;
+  }
   std::vector<WorkerFailure> failures;
   for (const auto& worker : group_->workers()) {
     if (!worker.exit || worker.exit->succeeded() || worker.stopped_by_agent)
       continue;
     WorkerFailure failure;
-    failure.timestamp_s = worker.exit_time_s;
+    failure.timestamp_s = window_start;
     failure.host = host_;
     failure.global_rank = worker.global_rank;
     failure.local_rank = worker.local_rank;
@@ -250,8 +260,9 @@ std::vector<WorkerFailure> AgentLoop::local_failures() const {
     }
     failures.push_back(std::move(failure));
   }
-  std::sort(failures.begin(), failures.end(),
-            [](const auto& a, const auto& b) { return a.timestamp_s < b.timestamp_s; });
+  std::stable_sort(failures.begin(), failures.end(), [](const auto& a, const auto& b) {
+    return std::tie(a.timestamp_s, a.global_rank) < std::tie(b.timestamp_s, b.global_rank);
+  });
   return failures;
 }
 

@@ -264,7 +264,10 @@ std::vector<WorkerFailure> decode_failure_lines(std::string_view text, std::size
   }
   std::stable_sort(
       failures.begin(), failures.end(),
-      [](const WorkerFailure& a, const WorkerFailure& b) { return a.timestamp_s < b.timestamp_s; });
+      [](const WorkerFailure& a, const WorkerFailure& b) {
+        // Failures of one moment (one monitor check): the lowest rank is the root cause.
+        return std::tie(a.timestamp_s, a.global_rank) < std::tie(b.timestamp_s, b.global_rank);
+      });
   return failures;
 }
 

@@ -17,13 +17,14 @@ class RoundKeys {
   std::string config() const { return prefix_ + "config"; }      // --nnodes of the first node
   std::string round() const { return prefix_ + "round"; }        // the round now forming
   std::string restarts() const { return prefix_ + "restarts"; }  // ADD counter
-  std::string failures() const { return prefix_ + "failures"; }  // APPENDed JSON lines
   std::string job_closed() const { return prefix_ + "closed"; }  // set by shutdown(true)
 
   // Per round.
   std::string in_round(uint64_t round, const std::string& name) const {
     return prefix_ + "r" + std::to_string(round) + "/" + name;
   }
+  // The round's failures, APPENDed JSON lines: the summary shows the last round's, as torchrun.
+  std::string failures(uint64_t r) const { return in_round(r, "failures"); }
   std::string joined(uint64_t r) const { return in_round(r, "joined"); }
   std::string expected(uint64_t r) const { return in_round(r, "expected"); }
   std::string close_claim(uint64_t r) const { return in_round(r, "close_claim"); }

@@ -54,7 +54,7 @@ void RoundMachine::publish_failure() {
     for (const auto& failure : report_->failures) {
       lines += encode_failure_line(failure);
     }
-    issue(Step::kFailAppend, KvAppend{keys_.failures(), std::move(lines)}, Group::kReport);
+    issue(Step::kFailAppend, KvAppend{keys_.failures(r), std::move(lines)}, Group::kReport);
   }
   // One decision per round however many nodes fail in it: the first claim counts the restart.
   issue(Step::kFailClaim, KvCompareSet{keys_.fail_claim(r), std::nullopt, config_.self.nonce},
@@ -101,7 +101,7 @@ void RoundMachine::fail_job() {
   close_failures_ = report_ ? report_->failures : std::vector<WorkerFailure>{};
   cancel_group(Group::kWatch);
   cancel_group(Group::kReport);
-  issue(Step::kFailuresRead, KvGet{keys_.failures()});
+  issue(Step::kFailuresRead, KvGet{keys_.failures(current_->round)});
 }
 
 void RoundMachine::close_job(int status, std::string reason, std::vector<WorkerFailure> failures) {

@@ -413,7 +413,7 @@ TEST_CASE("workers die with their agent even when it is SIGKILLed") {
     ::close(report[0]);
     SignalChannel signals({SIGTERM});
     WorkerGroup group({shell_worker(0, "exec sleep 100"), shell_worker(1, "exec sleep 100")},
-                      signals);
+                      signals.original_mask());
     for (const auto& worker : group.workers()) {
       [[maybe_unused]] auto n = ::write(report[1], &worker.pid, sizeof worker.pid);
     }
