@@ -84,6 +84,12 @@ std::string describe_op(const KvOp& op) {
     std::string operator()(const KvProbe& probe) const {
       return "liveness probe ADD " + quote(probe.key);
     }
+    std::string operator()(const KvTakeTicket& ticket) const {
+      return "ticket ADD " + quote(ticket.key);
+    }
+    std::string operator()(const KvCountTickets& count) const {
+      return "ticket count ADD " + quote(count.key);
+    }
   };
   return std::visit(Describe{}, op);
 }
@@ -470,6 +476,13 @@ void StoreKv::Core::run(const OpPtr& op) {
     send(op, request.add(on_wire(probe->key), 0), ReplyShape::integer, [this, op](Reply& reply) {
       finish(op, KvLiveness{reply.integer, false});
     });
+  } else if (const auto* ticket = std::get_if<KvTakeTicket>(&op->op)) {
+    // ADD is one atomic step on the server: no race to lose.
+    send(op, request.add(on_wire(ticket->key), 1), ReplyShape::integer,
+         [this, op](Reply& reply) { finish(op, KvCounter{reply.integer}); });
+  } else if (const auto* count = std::get_if<KvCountTickets>(&op->op)) {
+    send(op, request.add(on_wire(count->key), 0), ReplyShape::integer,
+         [this, op](Reply& reply) { finish(op, KvCounter{reply.integer}); });
   }
 }
 

@@ -73,8 +73,22 @@ struct KvProbe {
   std::string key;
 };
 
+// Counts member in at key, once per member: a ticket dispenser that many nodes draw from at
+// once (joining a round, leaving it). Answer: KvCounter, this member's position in arrival
+// order, 1-based. A counting backend increments a counter (draw each member once: the machine
+// does); etcd puts key/member and counts the keys created up to it, so no draw conflicts with
+// another (one hot counter would make every draw a compare-and-swap race).
+struct KvTakeTicket {
+  std::string key;
+  std::string member;
+};
+// How many tickets were drawn at key. Answer: KvCounter.
+struct KvCountTickets {
+  std::string key;
+};
+
 using KvOp = std::variant<KvGet, KvMultiGet, KvSet, KvMultiSet, KvAdd, KvCompareSet, KvAppend,
-                          KvWait, KvBeat, KvProbe>;
+                          KvWait, KvBeat, KvProbe, KvTakeTicket, KvCountTickets>;
 
 struct KvDone {};
 struct KvValue {

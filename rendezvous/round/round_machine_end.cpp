@@ -26,7 +26,7 @@ void RoundMachine::report_failure(std::vector<WorkerFailure> failures) {
     const uint64_t r = current_->round;
     report_->checks_outstanding = 2;
     issue(Step::kFailClaimCheck, KvGet{keys_.fail_claim(r)}, Group::kReport);
-    issue(Step::kFailLostCheck, KvAdd{keys_.lost(r), 0}, Group::kReport);
+    issue(Step::kFailLostCheck, KvCountTickets{keys_.lost(r)}, Group::kReport);
     return;
   }
   publish_failure();
@@ -89,7 +89,7 @@ void RoundMachine::enter_exit_barrier(double /*now*/) {
   phase_ = Phase::kExitBarrier;
   cancel_group(Group::kReport);
   const uint64_t r = current_->round;
-  issue(Step::kExitAdd, KvAdd{keys_.exit_count(r), 1});
+  issue(Step::kExitAdd, KvTakeTicket{keys_.exit_count(r), config_.self.nonce});
   issue(Step::kExitWait,
         KvWait{{keys_.exit_done(r)}, to_millis(config_.exit_barrier_timeout_s)});
 }
@@ -163,7 +163,7 @@ void RoundMachine::leave(double now) {
   const int n = current_->assignment.group_world_size;
   if (elastic() && signal_ == RoundSignal::kNone && n > 1) {
     // Leave like a lost node, at once, so the others scale down.
-    issue(Step::kLeaveLost, KvAdd{keys_.lost(r), 1});
+    issue(Step::kLeaveLost, KvTakeTicket{keys_.lost(r), config_.self.nonce});
     std::vector<std::string> others;
     for (int s = 1; s <= n; ++s) {
       if (s != current_->slot) {
@@ -173,7 +173,7 @@ void RoundMachine::leave(double now) {
     const auto count = others.size();
     issue(Step::kLeaveWake, KvMultiSet{std::move(others), std::vector<std::string>(count, "left")});
   }
-  issue(Step::kLeftAdd, KvAdd{keys_.left(r), 1});
+  issue(Step::kLeftAdd, KvTakeTicket{keys_.left(r), config_.self.nonce});
 }
 
 void RoundMachine::leave_step_done() {
@@ -208,7 +208,7 @@ void RoundMachine::on_ending_reply(const Pending& pending, const KvResult& resul
       }
       report_->checks_outstanding = 2;
       issue(Step::kRestartsAdd, KvAdd{keys_.restarts(), 1}, Group::kReport);
-      issue(Step::kExitCountRead, KvAdd{keys_.exit_count(r), 0}, Group::kReport);
+      issue(Step::kExitCountRead, KvCountTickets{keys_.exit_count(r)}, Group::kReport);
       return;
     }
     case Step::kRestartsAdd:
@@ -329,11 +329,11 @@ void RoundMachine::on_ending_reply(const Pending& pending, const KvResult& resul
                         " ended the job"});
       }
       if (--close_outstanding_ == 0) {
-        issue(Step::kLeftAdd, KvAdd{keys_.left(current_->round), 1});
+        issue(Step::kLeftAdd, KvTakeTicket{keys_.left(current_->round), config_.self.nonce});
       }
       return;
     case Step::kCloseLaterStatic:
-      issue(Step::kLeftAdd, KvAdd{keys_.left(current_->round), 1});
+      issue(Step::kLeftAdd, KvTakeTicket{keys_.left(current_->round), config_.self.nonce});
       return;
     case Step::kLeftAdd:
       if (counter_of(result) >= participants()) {

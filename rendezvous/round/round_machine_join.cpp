@@ -111,8 +111,8 @@ void RoundMachine::begin_dynamic_round(double /*now*/) {
     const uint64_t p = current_->round;
     // Releases the nodes that wait for this round to end (late arrivals, spares).
     issue(Step::kReformSet, KvSet{keys_.reform(p), "1"});
-    issue(Step::kPrevLost, KvAdd{keys_.lost(p), 0});
-    issue(Step::kPrevWaiting, KvAdd{keys_.waiting(p), 0});
+    issue(Step::kPrevLost, KvCountTickets{keys_.lost(p)});
+    issue(Step::kPrevWaiting, KvCountTickets{keys_.waiting(p)});
     join_.replies_outstanding = 3;
     issue(Step::kRoundClaim,
           KvCompareSet{keys_.round(), std::to_string(p), std::to_string(p + 1)}, Group::kFlow,
@@ -135,7 +135,7 @@ void RoundMachine::join_round(uint64_t round, double /*now*/) {
     issue(Step::kExpectedClaim,
           KvCompareSet{keys_.expected(round), std::nullopt, std::to_string(join_.expected)});
   }
-  issue(Step::kJoinedAdd, KvAdd{keys_.joined(round), 1});
+  issue(Step::kJoinedAdd, KvTakeTicket{keys_.joined(round), config_.self.nonce});
   if (join_.expected == 0) {
     issue(Step::kExpectedRead, KvGet{keys_.expected(round)});
   }
@@ -170,7 +170,7 @@ void RoundMachine::act(const JoinAction& action, double now) {
                   KvCompareSet{keys_.close_claim(r), std::nullopt, config_.self.nonce},
                   Group::kFlow, c.participants);
           },
-          [&](const ReadJoinedCount&) { issue(Step::kJoinedCount, KvAdd{keys_.joined(r), 0}); },
+          [&](const ReadJoinedCount&) { issue(Step::kJoinedCount, KvCountTickets{keys_.joined(r)}); },
           [&](const BecomeParticipant& p) {
             phase_ = Phase::kForming;
             current_ = Formed{r, p.slot, {}, {}, 0};
@@ -186,7 +186,7 @@ void RoundMachine::act(const JoinAction& action, double now) {
             issue(Step::kAssignWait, KvWait{{keys_.assignment(r, p.slot)}, close_wait});
           },
           [&](const BecomeLate& l) { become_late(l.participants, now); },
-          [&](const JoinTimedOut&) { issue(Step::kTimeoutCount, KvAdd{keys_.joined(r), 0}); },
+          [&](const JoinTimedOut&) { issue(Step::kTimeoutCount, KvCountTickets{keys_.joined(r)}); },
       },
       action);
 }
@@ -196,7 +196,7 @@ void RoundMachine::become_late(int participants, double now) {
   // its participants to leave it and try the next one.
   phase_ = Phase::kLate;
   const uint64_t r = join_.round;
-  issue(Step::kWaitingAdd, KvAdd{keys_.waiting(r), 1});
+  issue(Step::kWaitingAdd, KvTakeTicket{keys_.waiting(r), config_.self.nonce});
   if (waiting_node_wakes_round(participants, config_.self.max_nodes)) {
     auto wake_keys = keys_.for_slots(participants, [&](int s) { return keys_.wake(r, s); });
     const auto count = wake_keys.size();

@@ -108,18 +108,20 @@ void RoundMachine::suspect_loss() {
   // Stop probing; first see whether the silent node finished its workers and left: that is no
   // loss, and must not interrupt workers that still run here.
   watch_.declared_loss = true;
-  issue(Step::kLossCheckExit, KvAdd{keys_.exit_count(current_->round), 0}, Group::kWatch);
+  issue(Step::kLossCheckExit, KvCountTickets{keys_.exit_count(current_->round)}, Group::kWatch);
 }
 
 void RoundMachine::declare_loss(double /*now*/) {
   const Formed& f = *current_;
   const uint64_t r = f.round;
   const int n = f.assignment.group_world_size;
+  // The lost node's draw, the same whoever declares it.
+  const std::string lost_member = "lost-slot-" + std::to_string(f.assignment.neighbor_slot);
   // Count first, then wake: whoever wakes reads the counter.
-  issue(Step::kLostAdd, KvAdd{keys_.lost(r), 1}, Group::kWatch);
+  issue(Step::kLostAdd, KvTakeTicket{keys_.lost(r), lost_member}, Group::kWatch);
   // The lost node will never leave by itself: count it, so the store's host does not wait for
   // it at the end.
-  issue(Step::kLeftAddForLost, KvAdd{keys_.left(r), 1}, Group::kWatch);
+  issue(Step::kLeftAddForLost, KvTakeTicket{keys_.left(r), lost_member}, Group::kWatch);
   auto interrupt = keys_.for_slots(n, [&](int s) { return keys_.wake(r, s); });
   interrupt.push_back(keys_.exit_done(r));  // nobody waits for the lost node in the barrier
   const auto count = interrupt.size();
@@ -136,8 +138,8 @@ void RoundMachine::read_round_state() {
   watch_.state_replies = 3;
   watch_.seen = WakeObservation{};
   issue(Step::kStateFailed, KvGet{keys_.failed(r)}, Group::kWatch);
-  issue(Step::kStateLost, KvAdd{keys_.lost(r), 0}, Group::kWatch);
-  issue(Step::kStateWaiting, KvAdd{keys_.waiting(r), 0}, Group::kWatch);
+  issue(Step::kStateLost, KvCountTickets{keys_.lost(r)}, Group::kWatch);
+  issue(Step::kStateWaiting, KvCountTickets{keys_.waiting(r)}, Group::kWatch);
 }
 
 void RoundMachine::round_state_read(double now) {

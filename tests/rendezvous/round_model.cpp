@@ -37,6 +37,8 @@ std::string op_text(const KvOp& op) {
           [](const KvWait& o) { return "wait " + (o.keys.empty() ? "" : o.keys.front()); },
           [](const KvBeat& o) { return "beat " + o.key; },
           [](const KvProbe& o) { return "probe " + o.key; },
+          [](const KvTakeTicket& o) { return "ticket " + o.key + " " + o.member; },
+          [](const KvCountTickets& o) { return "tickets " + o.key; },
       },
       op);
 }
@@ -152,6 +154,15 @@ KvResult World::execute(const KvOp& op) {
           [&](const KvProbe& o) -> KvResult {
             auto it = store_.find(o.key);
             return KvLiveness{it == store_.end() ? 0 : to_counter(it->second), false};
+          },
+          [&](const KvTakeTicket& o) -> KvResult {
+            const int64_t value = to_counter(store_[o.key]) + 1;
+            write(o.key, std::to_string(value));
+            return KvCounter{value};
+          },
+          [&](const KvCountTickets& o) -> KvResult {
+            auto it = store_.find(o.key);
+            return KvCounter{it == store_.end() ? 0 : to_counter(it->second)};
           },
       },
       op);

@@ -191,6 +191,12 @@ std::string EtcdCodec::range(const RangeRequest& request) {
   if (!request.range_end.empty()) {
     body["range_end"] = base64_encode(request.range_end);
   }
+  if (request.count_only) {
+    body["count_only"] = true;
+  }
+  if (request.max_create_revision > 0) {
+    body["max_create_revision"] = std::to_string(request.max_create_revision);
+  }
   return body.dump();
 }
 
@@ -259,6 +265,7 @@ RangeReply EtcdCodec::decode_range(const json& reply) {
   for (const auto& kv : array_field(reply, "kvs")) {
     range.kvs.push_back(decode_kv(kv));
   }
+  range.count = int64_field(reply, "count");
   return range;
 }
 

@@ -411,4 +411,45 @@ void EtcdKv::run(uint64_t serial, round::KvProbe op) {
                }));
 }
 
+// A ticket is the key <key>/<member>; its position is how many tickets were created up to its
+// own put (revisions are global and monotonic), so draws by many agents never conflict. A
+// retried put of the same member keeps its create revision: it is counted once.
+void EtcdKv::run(uint64_t serial, round::KvTakeTicket op) {
+  client_.call("/v3/kv/put",
+               EtcdCodec::put(PutRequest{full_key(op.key) + "/" + op.member, "1", 0}),
+               EtcdClient::Retry::kAlways, deadline(),
+               lifetime_.guard([this, serial, key = op.key](EtcdClient::Outcome outcome) {
+                 if (auto* failure = std::get_if<EtcdFailure>(&outcome)) {
+                   finish(serial, to_kv_error(*failure));
+                   return;
+                 }
+                 try {
+                   const auto put = EtcdCodec::decode_put(std::get<nlohmann::json>(outcome));
+                   count_tickets(serial, key, put.revision);
+                 } catch (const EtcdProtocolError& bad) {
+                   finish(serial, protocol_error(std::string("bad put reply: ") + bad.what()));
+                 }
+               }));
+}
+
+void EtcdKv::run(uint64_t serial, round::KvCountTickets op) { count_tickets(serial, op.key, 0); }
+
+void EtcdKv::count_tickets(uint64_t serial, const std::string& key, std::int64_t up_to_revision) {
+  const std::string prefix = full_key(key) + "/";
+  RangeRequest range{prefix, EtcdCodec::prefix_end(prefix), true, up_to_revision};
+  client_.call("/v3/kv/range", EtcdCodec::range(range), EtcdClient::Retry::kAlways, deadline(),
+               lifetime_.guard([this, serial](EtcdClient::Outcome outcome) {
+                 if (auto* failure = std::get_if<EtcdFailure>(&outcome)) {
+                   finish(serial, to_kv_error(*failure));
+                   return;
+                 }
+                 try {
+                   const auto reply = EtcdCodec::decode_range(std::get<nlohmann::json>(outcome));
+                   finish(serial, round::KvCounter{reply.count});
+                 } catch (const EtcdProtocolError& bad) {
+                   finish(serial, protocol_error(std::string("bad range reply: ") + bad.what()));
+                 }
+               }));
+}
+
 }  // namespace ddprun::rendezvous::backends::etcd

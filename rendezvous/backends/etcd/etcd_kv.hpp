@@ -82,6 +82,10 @@ class EtcdKv final : public KvBackend {
   void run(uint64_t serial, round::KvWait op);
   void run(uint64_t serial, round::KvBeat op);
   void run(uint64_t serial, round::KvProbe op);
+  void run(uint64_t serial, round::KvTakeTicket op);
+  void run(uint64_t serial, round::KvCountTickets op);
+  // Counts the tickets at key created up to revision (0: all).
+  void count_tickets(uint64_t serial, const std::string& key, std::int64_t up_to_revision);
   void beat(uint64_t serial, std::string key, Clock::time_point deadline, bool renewed);
   void update(uint64_t serial, const std::string& key, CasUpdate::Rule rule);
 

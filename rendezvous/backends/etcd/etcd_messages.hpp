@@ -25,6 +25,8 @@ struct EtcdKeyValue {
 struct RangeRequest {
   std::string key;
   std::string range_end;  // empty: key alone
+  bool count_only = false;              // the reply's count, no key-values
+  std::int64_t max_create_revision = 0;  // > 0: only keys created at or before it
 };
 struct PutRequest {
   std::string key;
@@ -52,6 +54,7 @@ struct TxnRequest {
 struct RangeReply {
   std::int64_t revision = 0;  // the store's revision when the read was served
   std::vector<EtcdKeyValue> kvs;
+  std::int64_t count = 0;  // keys in the range (omitted by etcd when 0)
 };
 struct PutReply {
   std::int64_t revision = 0;
