@@ -121,7 +121,7 @@ RendezvousSetup set_up_rendezvous(const launcher::LaunchConfig& config,
                                   boost::asio::io_context& io) {
   RendezvousSetup setup;
   round::MachineConfig& m = setup.machine;
-  m.settings = round::parse_rdzv_settings(config.rdzv_conf);
+  m.settings = config.rdzv_settings;  // parsed once, by the launcher
   m.run_id = config.rdzv_id;
   if (config.standalone && (m.run_id.empty() || m.run_id == "none")) {
     m.run_id = random_hex(16);

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "rendezvous/round/round_settings.hpp"
+
 namespace ddprun::launcher {
 
 // Which streams of a worker go to files (torchrun's Std bitmask: 0 none, 1 out, 2 err, 3 both),
@@ -43,6 +45,7 @@ struct LaunchConfig {
   std::optional<uint16_t> rdzv_port;
   std::string rdzv_id = "none";
   std::map<std::string, std::string> rdzv_conf;  // every k=v of --rdzv_conf, validated
+  rendezvous::round::RdzvSettings rdzv_settings;  // the round protocol's keys, parsed once
   bool standalone = false;
   int node_rank = 0;
   std::optional<int>

@@ -200,7 +200,7 @@ ResolvedLaunch resolve_launch(const ParsedCommandLine& parsed, const Environment
     config.rdzv_id = v->text;
   if (auto v = values.get("rdzv_conf")) {
     config.rdzv_conf = parse_rdzv_conf(v->text, label("rdzv_conf", *v));
-    check_rdzv_conf_values(config.rdzv_conf, label("rdzv_conf", *v));
+    config.rdzv_settings = check_rdzv_conf_values(config.rdzv_conf, label("rdzv_conf", *v));
   }
   if (auto v = values.get("master_addr")) {
     if (v->text.empty()) {

@@ -1,5 +1,7 @@
 #include "launcher/value_parsers.hpp"
 
+#include "rendezvous/round/round_settings.hpp"
+
 #include <algorithm>
 #include <array>
 #include <cctype>
@@ -201,45 +203,28 @@ std::map<std::string, std::string> parse_rdzv_conf(std::string_view text,
   return conf;
 }
 
-std::optional<bool> parse_rdzv_bool(std::string_view text) {
-  std::string lower(trim(text));
-  std::transform(lower.begin(), lower.end(), lower.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  for (std::string_view yes : {"1", "true", "t", "yes", "y"}) {
-    if (lower == yes)
-      return true;
+rendezvous::round::RdzvSettings check_rdzv_conf_values(
+    const std::map<std::string, std::string>& conf, const std::string& option) {
+  // The round protocol's own keys are parsed where the protocol defines them, once.
+  rendezvous::round::RdzvSettings settings;
+  try {
+    settings = rendezvous::round::parse_rdzv_settings(conf);
+  } catch (const rendezvous::round::RdzvConfError& error) {
+    throw UsageError(option + " " + error.key, error.problem, error.expected);
   }
-  for (std::string_view no : {"0", "false", "f", "no", "n"}) {
-    if (lower == no)
-      return false;
-  }
-  return std::nullopt;
-}
-
-void check_rdzv_conf_values(const std::map<std::string, std::string>& conf,
-                            const std::string& option) {
-  constexpr std::array kSecondsKeys{
-      "join_timeout",        "last_call_timeout", "close_timeout", "heartbeat_timeout",
-      "keep_alive_interval", "read_timeout",      "timeout"};
   for (const auto& [key, value] : conf) {
     const std::string where = option + " " + key;
-    if (std::find(kSecondsKeys.begin(), kSecondsKeys.end(), key) != kSecondsKeys.end()) {
+    if (key == "timeout") {
       parse_seconds(value, where, /*positive=*/true);
-    } else if (key == "keep_alive_max_attempt") {
-      parse_int(value, where, "an integer of at least 1", 1, std::numeric_limits<int>::max());
     } else if (key == "rank") {
       parse_int(value, where, "an integer, 0 or more", 0, std::numeric_limits<int>::max());
-    } else if (key == "is_host") {
-      if (!parse_rdzv_bool(value)) {
-        throw UsageError(where, quoted(value) + " is not a boolean",
-                         "1, true, t, yes, y or 0, false, f, no, n");
-      }
     } else if (key == "store_type") {
       if (value != "tcp" && value != "file") {
         throw UsageError(where, quoted(value) + " is not a store type", "tcp or file");
       }
     }
   }
+  return settings;
 }
 
 StdStreams parse_std_streams(std::string_view text, const std::string& option) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "launcher/launch_config.hpp"
+#include "rendezvous/round/round_settings.hpp"
 
 namespace ddprun::launcher {
 
@@ -43,11 +44,9 @@ std::map<std::string, std::string> parse_rdzv_conf(std::string_view text,
 
 // Checks the values of the keys the c10d/static rendezvous read (timeouts are numbers,
 // is_host a boolean, store_type tcp|file). Unknown keys are left alone, as torchrun does.
-void check_rdzv_conf_values(const std::map<std::string, std::string>& conf,
-                            const std::string& option);
+rendezvous::round::RdzvSettings check_rdzv_conf_values(
+    const std::map<std::string, std::string>& conf, const std::string& option);
 
-// torchrun's boolean spellings for --rdzv-conf: 1/true/t/yes/y, 0/false/f/no/n (any case).
-std::optional<bool> parse_rdzv_bool(std::string_view text);
 
 // "0".."3" for every local rank, or "LR:S,LR:S" with single-digit local ranks.
 StdStreams parse_std_streams(std::string_view text, const std::string& option);

@@ -94,6 +94,7 @@ launcher::LaunchConfig agent_config(uint16_t port, int nodes, int index) {
                  {"read_timeout", "120"},
                  {"keep_alive_interval", std::to_string(kKeepAliveS)},
                  {"keep_alive_max_attempt", std::to_string(kKeepAliveAttempts)}};
+  c.rdzv_settings = rendezvous::round::parse_rdzv_settings(c.rdzv_conf);
   char name[32];
   std::snprintf(name, sizeof name, "sim-%06d", index);
   c.local_addr = name;

@@ -16,8 +16,9 @@ double parse_seconds(const std::string& key, const std::string& text, bool zero_
   auto [ptr, ec] = std::from_chars(text.data(), end, value);
   if (ec != std::errc{} || ptr != end || !std::isfinite(value) || value < 0 ||
       (value == 0 && !zero_allowed) || value > 1e7) {
-    throw RendezvousError("--rdzv_conf " + key + "=" + text +
-                          ": expected a positive number of seconds");
+    throw RdzvConfError(key, "'" + text + "' is not a number of seconds in range",
+                        zero_allowed ? "a number of seconds, 0 to 1e7"
+                                     : "a positive number of seconds, at most 1e7");
   }
   return value;
 }
@@ -27,7 +28,8 @@ int parse_count(const std::string& key, const std::string& text) {
   const char* end = text.data() + text.size();
   auto [ptr, ec] = std::from_chars(text.data(), end, value);
   if (ec != std::errc{} || ptr != end || value < 1 || value > 1000000) {
-    throw RendezvousError("--rdzv_conf " + key + "=" + text + ": expected a positive integer");
+    throw RdzvConfError(key, "'" + text + "' is not a positive integer",
+                        "an integer from 1 to 1000000");
   }
   return value;
 }
@@ -43,7 +45,8 @@ bool parse_bool(const std::string& key, const std::string& text) {
   if (lower == "0" || lower == "false" || lower == "f" || lower == "no" || lower == "n") {
     return false;
   }
-  throw RendezvousError("--rdzv_conf " + key + "=" + text + ": expected a boolean (1/0)");
+  throw RdzvConfError(key, "'" + text + "' is not a boolean",
+                      "1, true, t, yes, y or 0, false, f, no, n");
 }
 
 }  // namespace

@@ -5,6 +5,8 @@
 #include <optional>
 #include <string>
 
+#include "rendezvous/round/round_info.hpp"
+
 namespace ddprun::rendezvous::round {
 
 struct RdzvSettings {
@@ -16,6 +18,20 @@ struct RdzvSettings {
   double heartbeat_timeout_s = 5;  // how long one heartbeat write may take
   double read_timeout_s = 60;      // store operations without their own limit
   std::optional<bool> is_host;     // forced store-host role; unset: detect
+};
+
+// A --rdzv_conf value the protocol cannot take: which key, what is wrong, what is expected.
+class RdzvConfError : public RendezvousError {
+ public:
+  RdzvConfError(std::string bad_key, std::string what_is_wrong, std::string what_is_expected)
+      : RendezvousError("--rdzv_conf " + bad_key + ": " + what_is_wrong + "; expected " +
+                        what_is_expected),
+        key(std::move(bad_key)),
+        problem(std::move(what_is_wrong)),
+        expected(std::move(what_is_expected)) {}
+  std::string key;
+  std::string problem;
+  std::string expected;
 };
 
 // Parses the keys this backend knows; unknown keys are ignored as torchrun does. Throws

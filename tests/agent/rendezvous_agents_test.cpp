@@ -80,6 +80,7 @@ launcher::LaunchConfig c10d_node(uint16_t port, const std::string& local_addr, i
   c.rdzv_endpoint = "127.0.0.1:" + std::to_string(port);
   c.rdzv_id = "job";
   c.rdzv_conf = std::move(conf);
+  c.rdzv_settings = rendezvous::round::parse_rdzv_settings(c.rdzv_conf);
   c.local_addr = local_addr;
   c.min_nodes = min_nodes;
   c.max_nodes = max_nodes;
@@ -339,6 +340,7 @@ TEST_CASE("static: node ranks from --node_rank, node 0 hosts the store, restarts
     c.max_restarts = 1;
     c.local_addr = "127.0.0." + std::to_string(2 + rank);
     c.rdzv_conf = quick_conf();
+    c.rdzv_settings = rendezvous::round::parse_rdzv_settings(c.rdzv_conf);
     cluster.add(c);
   }
   REQUIRE(cluster.run_until([&] { return cluster.all_running(2); }));

@@ -52,10 +52,14 @@ TEST_CASE("rdzv_conf") {
   CHECK_THROWS_WITH(l::parse_rdzv_conf("novalue", "--rdzv_conf"), Catch::Contains("no value"));
 
   for (const char* yes : {"1", "true", "T", "yes", "Y"})
-    CHECK(l::parse_rdzv_bool(yes) == true);
+    CHECK(l::check_rdzv_conf_values({{"is_host", yes}}, "--rdzv_conf").is_host == true);
   for (const char* no : {"0", "False", "f", "NO", "n"})
-    CHECK(l::parse_rdzv_bool(no) == false);
-  CHECK_FALSE(l::parse_rdzv_bool("2").has_value());
+    CHECK(l::check_rdzv_conf_values({{"is_host", no}}, "--rdzv_conf").is_host == false);
+  CHECK_THROWS(l::check_rdzv_conf_values({{"is_host", "2"}}, "--rdzv_conf"));
+  // One parse for the launcher and the rendezvous: they can no longer disagree.
+  CHECK(l::check_rdzv_conf_values({{"last_call_timeout", "0"}}, "--rdzv_conf")
+            .last_call_timeout_s == 0);
+  CHECK_THROWS(l::check_rdzv_conf_values({{"join_timeout", "1e8"}}, "--rdzv_conf"));
 
   CHECK_NOTHROW(l::check_rdzv_conf_values({{"join_timeout", "600"},
                                            {"read_timeout", "1.5"},
