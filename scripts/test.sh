@@ -10,8 +10,21 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# The tests talk only to loopback and to network namespaces they make themselves. As root they
+# run in a network namespace of their own with only loopback up, so nothing they start (a
+# PyTorch server's reverse name lookup, say) can send a packet anywhere else by accident.
+# DDPRUN_TEST_NETNS=0 runs them in the machine's own namespace.
+isolated() {
+  if [[ $(id -u) -eq 0 && ${DDPRUN_TEST_NETNS:-1} != 0 ]] && command -v unshare >/dev/null &&
+    unshare --net true 2>/dev/null; then
+    unshare --net bash -c 'ip link set lo up && exec "$@"' isolated "$@"
+  else
+    "$@"
+  fi
+}
+
 scripts/build.sh
-ctest --test-dir build --output-on-failure -j 2 --timeout 900
+isolated ctest --test-dir build --output-on-failure -j 2 --timeout 900
 
 if [[ ${DDPRUN_CUDA_VENV:-1} != 0 ]]; then
   BUILD_DIR=build-cuda scripts/build.sh -DDDPRUN_TRAINER_ONLY=ON \
@@ -27,4 +40,4 @@ fi
 BUILD_DIR=build-asan BUILD_TYPE=RelWithDebInfo scripts/build.sh \
   -DDDPRUN_SANITIZE=ON -DDDPRUN_WITH_TORCH=OFF
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-  ctest --test-dir build-asan --output-on-failure -j 2 -L 'unit|integration' --timeout 900
+  isolated ctest --test-dir build-asan --output-on-failure -j 2 -L 'unit|integration' --timeout 900
