@@ -10,6 +10,7 @@
 
 #include "agent/agent_loop.hpp"
 #include "agent/event_log.hpp"
+#include "agent/node_name.hpp"
 #include "agent/signal_channel.hpp"
 #include "rendezvous/round/machine_io.hpp"
 
@@ -26,15 +27,6 @@ std::vector<int> signals_to_forward(const launcher::LaunchConfig& config) {
   return handled;
 }
 
-std::string event_node_name(const launcher::LaunchConfig& config) {
-  if (config.local_addr && !config.local_addr->empty())
-    return *config.local_addr;
-  char name[256] = {};
-  if (::gethostname(name, sizeof name - 1) != 0)
-    return "localhost";
-  return name;
-}
-
 }  // namespace
 
 int run_agent(const launcher::LaunchConfig& config) {
@@ -44,7 +36,7 @@ int run_agent(const launcher::LaunchConfig& config) {
     // Before any thread exists (the hosted stores' loops): every thread then blocks the handled
     // signals, and they reach the event loop through the channel's descriptor.
     SignalChannel signals(signals_to_forward(config));
-    EventLog events(config.events_file, event_node_name(config));
+    EventLog events(config.events_file, node_name(config));
     AgentLoop loop(config, signals, events);
     return loop.run();
   } catch (const std::exception& error) {

@@ -11,6 +11,7 @@
 #include "agent/error_file.hpp"
 #include "agent/failure_summary.hpp"
 #include "agent/log_prefix.hpp"
+#include "agent/node_name.hpp"
 #include "agent/rendezvous_setup.hpp"
 
 namespace ddprun::agent {
@@ -23,15 +24,6 @@ using Seconds = std::chrono::duration<double>;
 // How long SIGKILLed workers may take to be reaped before the agent gives up on them (a worker
 // in uninterruptible sleep cannot be reaped; the agent must not hang on it).
 constexpr std::chrono::seconds kReapAfterKillLimit{5};
-
-std::string this_host(const launcher::LaunchConfig& config) {
-  if (config.local_addr && !config.local_addr->empty())
-    return *config.local_addr;
-  char name[256] = {};
-  if (::gethostname(name, sizeof name - 1) != 0)
-    return "localhost";
-  return name;
-}
 
 nlohmann::json round_fields(const RoundInfo& round) {
   return {{"round", round.round},
@@ -65,7 +57,7 @@ AgentLoop::AgentLoop(const launcher::LaunchConfig& config, SignalChannel& signal
     : config_(config),
       signals_(signals),
       events_(events),
-      host_(this_host(config)),
+      host_(node_name(config)),
       logs_(config.log_dir),
       inherited_env_(current_process_env()),
       signal_fd_(io_, ::dup(signals.fd())),

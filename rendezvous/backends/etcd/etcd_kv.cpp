@@ -390,21 +390,27 @@ void EtcdKv::beat(uint64_t serial, std::string key, Clock::time_point until, boo
 }
 
 void EtcdKv::run(uint64_t serial, round::KvProbe op) {
-  client_.call("/v3/kv/range", EtcdCodec::range(RangeRequest{full_key(op.key), {}}),
-               EtcdClient::Retry::kAlways, deadline(),
-               lifetime_.guard([this, serial, key = op.key](EtcdClient::Outcome outcome) {
+  read_range(serial, RangeRequest{full_key(op.key), {}}, [this, serial, key = op.key](
+                                                            const RangeReply& range) {
+    if (!range.kvs.empty()) {
+      seen_alive_.insert(key);
+      finish(serial, round::KvLiveness{++probe_counter_, false});
+    } else {
+      finish(serial, round::KvLiveness{0, seen_alive_.contains(key)});
+    }
+  });
+}
+
+void EtcdKv::read_range(uint64_t serial, const RangeRequest& request,
+                        std::function<void(const RangeReply&)> then) {
+  client_.call("/v3/kv/range", EtcdCodec::range(request), EtcdClient::Retry::kAlways, deadline(),
+               lifetime_.guard([this, serial, then = std::move(then)](EtcdClient::Outcome outcome) {
                  if (auto* failure = std::get_if<EtcdFailure>(&outcome)) {
                    finish(serial, to_kv_error(*failure));
                    return;
                  }
                  try {
-                   const auto range = EtcdCodec::decode_range(std::get<nlohmann::json>(outcome));
-                   if (!range.kvs.empty()) {
-                     seen_alive_.insert(key);
-                     finish(serial, round::KvLiveness{++probe_counter_, false});
-                   } else {
-                     finish(serial, round::KvLiveness{0, seen_alive_.contains(key)});
-                   }
+                   then(EtcdCodec::decode_range(std::get<nlohmann::json>(outcome)));
                  } catch (const EtcdProtocolError& bad) {
                    finish(serial, protocol_error(std::string("bad range reply: ") + bad.what()));
                  }
@@ -436,20 +442,10 @@ void EtcdKv::run(uint64_t serial, round::KvCountTickets op) { count_tickets(seri
 
 void EtcdKv::count_tickets(uint64_t serial, const std::string& key, std::int64_t up_to_revision) {
   const std::string prefix = full_key(key) + "/";
-  RangeRequest range{prefix, EtcdCodec::prefix_end(prefix), true, up_to_revision};
-  client_.call("/v3/kv/range", EtcdCodec::range(range), EtcdClient::Retry::kAlways, deadline(),
-               lifetime_.guard([this, serial](EtcdClient::Outcome outcome) {
-                 if (auto* failure = std::get_if<EtcdFailure>(&outcome)) {
-                   finish(serial, to_kv_error(*failure));
-                   return;
-                 }
-                 try {
-                   const auto reply = EtcdCodec::decode_range(std::get<nlohmann::json>(outcome));
-                   finish(serial, round::KvCounter{reply.count});
-                 } catch (const EtcdProtocolError& bad) {
-                   finish(serial, protocol_error(std::string("bad range reply: ") + bad.what()));
-                 }
-               }));
+  read_range(serial, RangeRequest{prefix, EtcdCodec::prefix_end(prefix), true, up_to_revision},
+             [this, serial](const RangeReply& range) {
+               finish(serial, round::KvCounter{range.count});
+             });
 }
 
 }  // namespace ddprun::rendezvous::backends::etcd

@@ -21,6 +21,7 @@
 // Threading: KvBackend's contract: one io_context thread; completions are posted, so they
 // never run inside start() and may destroy the backend.
 
+#include <functional>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -84,6 +85,9 @@ class EtcdKv final : public KvBackend {
   void run(uint64_t serial, round::KvProbe op);
   void run(uint64_t serial, round::KvTakeTicket op);
   void run(uint64_t serial, round::KvCountTickets op);
+  // A range read whose reply goes to then; failures and bad replies finish the op.
+  void read_range(uint64_t serial, const RangeRequest& request,
+                  std::function<void(const RangeReply&)> then);
   // Counts the tickets at key created up to revision (0: all).
   void count_tickets(uint64_t serial, const std::string& key, std::int64_t up_to_revision);
   void beat(uint64_t serial, std::string key, Clock::time_point deadline, bool renewed);
