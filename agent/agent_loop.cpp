@@ -42,18 +42,19 @@ nlohmann::json failure_fields(const WorkerFailure& failure) {
           {"host", failure.host},           {"message", failure.message}};
 }
 
-Seconds::rep clamp_seconds(double s) { return std::max(s, 0.0); }
+Seconds::rep clamp_seconds(double s) {
+  return std::max(s, 0.0);
+}
 
 template <class Timer>
 void expire_after(Timer& timer, double seconds) {
-  timer.expires_after(
-      std::chrono::duration_cast<std::chrono::steady_clock::duration>(Seconds(clamp_seconds(seconds))));
+  timer.expires_after(std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      Seconds(clamp_seconds(seconds))));
 }
 
 }  // namespace
 
-AgentLoop::AgentLoop(const launcher::LaunchConfig& config, SignalChannel& signals,
-                     EventLog& events)
+AgentLoop::AgentLoop(const launcher::LaunchConfig& config, SignalChannel& signals, EventLog& events)
     : config_(config),
       signals_(signals),
       events_(events),
@@ -80,8 +81,8 @@ int AgentLoop::run() {
     RendezvousSetup setup = set_up_rendezvous(config_, io_);
     rendezvous_store_ = std::move(setup.hosted_store);
     workers_store_addr_ = setup.workers_store_addr;
-    driver_ = std::make_unique<rendezvous::backends::RoundDriver>(
-        io_, std::move(setup.machine), std::move(setup.backend), *this);
+    driver_ = std::make_unique<rendezvous::backends::RoundDriver>(io_, std::move(setup.machine),
+                                                                  std::move(setup.backend), *this);
   } catch (const std::exception& error) {
     std::fprintf(stderr, "ddprun: rendezvous failed: %s\n", error.what());
     events_.record("exit", {{"exit_code", round::kExitFailure},
@@ -214,9 +215,9 @@ void AgentLoop::start_workers(const RoundInfo& round) {
   events_.record("workers_started", fields);
   for (std::size_t i = 0; i < group_->output_pumps().size(); ++i) {
     OutputPump& pump = group_->output_pumps()[i];
-    pump_fds_.push_back(pump.open() ? std::make_unique<boost::asio::posix::stream_descriptor>(
-                                          io_, ::dup(pump.fd()))
-                                    : nullptr);
+    pump_fds_.push_back(
+        pump.open() ? std::make_unique<boost::asio::posix::stream_descriptor>(io_, ::dup(pump.fd()))
+                    : nullptr);
     watch_pump(i);
   }
   // Workers that exited before the loop looked are reaped on their SIGCHLD, already pending.
@@ -267,9 +268,9 @@ void AgentLoop::end_open_console_lines() {
 void AgentLoop::report_local_failures(const std::vector<WorkerFailure>& failures) {
   end_open_console_lines();
   for (const auto& failure : failures) {
-    const std::string how =
-        failure.exit_code < 0 ? "killed by " + signal_name(-failure.exit_code)
-                              : "exit code " + std::to_string(failure.exit_code);
+    const std::string how = failure.exit_code < 0
+                                ? "killed by " + signal_name(-failure.exit_code)
+                                : "exit code " + std::to_string(failure.exit_code);
     std::fprintf(stderr, "ddprun: worker rank %d (local_rank %d, pid %d) failed: %s\n",
                  failure.global_rank, failure.local_rank, failure.pid, how.c_str());
     events_.record("failure", failure_fields(failure));
@@ -383,14 +384,15 @@ void AgentLoop::write_agent_error_file(const std::vector<WorkerFailure>& failure
   if (!root.error_file.empty()) {
     worker_json = read_text_file(root.error_file, 1 << 20).value_or("");
   }
-  write_text_file(path, agent_error_file_json(worker_json, root.message, root.timestamp_s,
-                                              root.exit_code));
+  write_text_file(
+      path, agent_error_file_json(worker_json, root.message, root.timestamp_s, root.exit_code));
 }
 
 void AgentLoop::finished(const round::Finish& finish) {
   end_open_console_lines();
   if (!finish.failures.empty() && finish.exit_status == round::kExitFailure) {
-    std::fputs(format_failure_summary(failure_title_name(config_), finish.failures).c_str(), stderr);
+    std::fputs(format_failure_summary(failure_title_name(config_), finish.failures).c_str(),
+               stderr);
     write_agent_error_file(finish.failures);
   } else if (finish.exit_status == round::kExitFailure) {
     std::fprintf(stderr, "ddprun: %s\n", finish.reason.c_str());

@@ -12,13 +12,15 @@ HeadlessAgent::HeadlessAgent(boost::asio::io_context& io, const launcher::Launch
   RendezvousSetup setup = set_up_rendezvous(config, io);
   hosted_store_ = std::move(setup.hosted_store);
   workers_store_addr_ = setup.workers_store_addr;
-  driver_ = std::make_unique<rendezvous::backends::RoundDriver>(
-      io, std::move(setup.machine), std::move(setup.backend), *this);
+  driver_ = std::make_unique<rendezvous::backends::RoundDriver>(io, std::move(setup.machine),
+                                                                std::move(setup.backend), *this);
 }
 
 HeadlessAgent::~HeadlessAgent() = default;
 
-void HeadlessAgent::begin() { driver_->begin(); }
+void HeadlessAgent::begin() {
+  driver_->begin();
+}
 
 void HeadlessAgent::succeed() {
   if (running_ && driver_) {
@@ -79,7 +81,9 @@ void HeadlessAgent::stop_workers(int /*signal*/) {
   observe();
 }
 
-void HeadlessAgent::notice(const round::Notice& notice) { notices_.push_back(notice); }
+void HeadlessAgent::notice(const round::Notice& notice) {
+  notices_.push_back(notice);
+}
 
 void HeadlessAgent::finished(const round::Finish& finish) {
   finish_ = finish;

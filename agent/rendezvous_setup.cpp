@@ -163,8 +163,8 @@ RendezvousSetup set_up_rendezvous(const launcher::LaunchConfig& config,
                           "' (ddprun supports static and c10d)");
   }
   m.hosts_store = endpoint.hosted != nullptr;
-  m.where = "rendezvous '" + m.run_id + "' at " + endpoint.host + ":" +
-            std::to_string(endpoint.port);
+  m.where =
+      "rendezvous '" + m.run_id + "' at " + endpoint.host + ":" + std::to_string(endpoint.port);
 
   backends::StoreKvOptions options;
   options.host = endpoint.host;

@@ -10,6 +10,7 @@
 // fail within the failure window (torchrun: one --monitor-interval) are failures too, rather
 // than workers the agent stopped, so the failure table lists them all.
 
+#include <signal.h>
 #include <sys/types.h>
 
 #include <chrono>
@@ -22,7 +23,6 @@
 #include "agent/console.hpp"
 #include "agent/log_layout.hpp"
 #include "agent/output_pump.hpp"
-#include <signal.h>
 #include "agent/worker_env.hpp"
 #include "agent/worker_exit.hpp"
 

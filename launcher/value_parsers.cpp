@@ -1,7 +1,5 @@
 #include "launcher/value_parsers.hpp"
 
-#include "rendezvous/round/round_settings.hpp"
-
 #include <algorithm>
 #include <array>
 #include <cctype>
@@ -14,6 +12,7 @@
 
 #include "launcher/text.hpp"
 #include "launcher/usage_error.hpp"
+#include "rendezvous/round/round_settings.hpp"
 
 namespace ddprun::launcher {
 namespace {

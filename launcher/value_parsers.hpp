@@ -47,7 +47,6 @@ std::map<std::string, std::string> parse_rdzv_conf(std::string_view text,
 rendezvous::round::RdzvSettings check_rdzv_conf_values(
     const std::map<std::string, std::string>& conf, const std::string& option);
 
-
 // "0".."3" for every local rank, or "LR:S,LR:S" with single-digit local ranks.
 StdStreams parse_std_streams(std::string_view text, const std::string& option);
 

@@ -13,8 +13,7 @@ struct Overloaded : Ts... {
 }  // namespace
 
 double monotonic_now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 RoundDriver::RoundDriver(boost::asio::io_context& io, round::MachineConfig config,

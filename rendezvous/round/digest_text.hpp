@@ -25,9 +25,9 @@ class DigestText {
     return *this;
   }
   template <class Number>
-    requires((std::integral<Number> && !std::same_as<Number, bool>) ||
-             std::floating_point<Number>)
-  DigestText& operator<<(Number n) {
+  requires((std::integral<Number> && !std::same_as<Number, bool>) ||
+           std::floating_point<Number>) DigestText&
+  operator<<(Number n) {
     char buffer[32];
     auto [end, ec] = std::to_chars(buffer, buffer + sizeof buffer, n);
     text_.append(buffer, ec == std::errc{} ? end : buffer);

@@ -8,7 +8,6 @@
 #include <string>
 #include <variant>
 
-
 namespace ddprun::rendezvous::round {
 
 struct JoinPolicy {

@@ -57,9 +57,9 @@ struct SignalReceived {
   int signal = 0;
 };
 
-using MachineEvent = std::variant<Begin, KvAnswered, TimerFired, WorkersStoreHosted,
-                                  WorkersStoreFailed, WorkersSucceeded, WorkersFailed,
-                                  WorkersStopped, SignalReceived>;
+using MachineEvent =
+    std::variant<Begin, KvAnswered, TimerFired, WorkersStoreHosted, WorkersStoreFailed,
+                 WorkersSucceeded, WorkersFailed, WorkersStopped, SignalReceived>;
 
 // ---- Effects ----
 
@@ -97,13 +97,15 @@ struct Finish {
   std::vector<WorkerFailure> failures;
 };
 
-using MachineEffect = std::variant<IssueKv, CancelKv, HostWorkersStore, StartWorkers, StopWorkers,
-                                   Notice, Finish>;
+using MachineEffect =
+    std::variant<IssueKv, CancelKv, HostWorkersStore, StartWorkers, StopWorkers, Notice, Finish>;
 
 // Exit statuses. 128+N for a signal N, so a requeue wrapper can tell "preempted" from "failed"
 // (torchrun exits 1 for both).
 inline constexpr int kExitSuccess = 0;
 inline constexpr int kExitFailure = 1;
-inline int exit_status_for_signal(int signal_number) { return 128 + signal_number; }
+inline int exit_status_for_signal(int signal_number) {
+  return 128 + signal_number;
+}
 
 }  // namespace ddprun::rendezvous::round

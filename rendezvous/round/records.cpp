@@ -263,8 +263,7 @@ std::vector<WorkerFailure> decode_failure_lines(std::string_view text, std::size
     failures.push_back(std::move(f));
   }
   std::stable_sort(
-      failures.begin(), failures.end(),
-      [](const WorkerFailure& a, const WorkerFailure& b) {
+      failures.begin(), failures.end(), [](const WorkerFailure& a, const WorkerFailure& b) {
         // Failures of one moment (one monitor check): the lowest rank is the root cause.
         return std::tie(a.timestamp_s, a.global_rank) < std::tie(b.timestamp_s, b.global_rank);
       });

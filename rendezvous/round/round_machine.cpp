@@ -120,65 +120,64 @@ void RoundMachine::step(const MachineEvent& event, double now) {
     return;
   }
   try {
-    std::visit(
-        Overloaded{
-            [&](const Begin&) {
-              if (phase_ == Phase::kIdle) {
-                join_.deadline_s = now + config_.settings.join_timeout_s;
-                begin_join(now);
-              }
-            },
-            [&](const KvAnswered& answered) {
-              auto it = pending_.find(answered.id);
-              if (it == pending_.end()) {
-                return;  // an op of an abandoned step
-              }
-              const Pending pending = it->second;
-              pending_.erase(it);
-              if (const auto* error = std::get_if<KvError>(&answered.result)) {
-                on_kv_error(pending, *error, now);
-                return;
-              }
-              if (pending.group == Group::kWatch) {
-                watch_.last_answer_s = now;
-                watch_.slowness_reported = false;
-              }
-              on_reply(pending, answered.result, now);
-            },
-            [&](const TimerFired&) { on_timer(now); },
-            [&](const WorkersStoreHosted& hosted) {
-              if (phase_ == Phase::kForming && current_ && current_->master_port == 0) {
-                issue(Step::kMasterSet,
-                      KvSet{keys_.master(current_->round),
-                            hosted.addr + " " + std::to_string(hosted.port)});
-                workers_store_known(hosted.addr, hosted.port, now);
-              }
-            },
-            [&](const WorkersStoreFailed& failed) {
-              if (phase_ == Phase::kForming) {
-                fail_rendezvous("cannot start the workers' store: " + failed.message);
-              }
-            },
-            [&](const WorkersSucceeded&) {
-              if (workers_ == Workers::kRunning) {
-                workers_ = Workers::kSucceeded;
-                enter_exit_barrier(now);
-              }
-            },
-            [&](const WorkersFailed& failed) {
-              if (workers_ == Workers::kRunning && phase_ == Phase::kRunning) {
-                report_failure(failed.failures);
-              }
-            },
-            [&](const WorkersStopped&) {
-              if (workers_ == Workers::kStopping) {
-                workers_ = Workers::kNone;
-                on_workers_stopped(now);
-              }
-            },
-            [&](const SignalReceived& received) { on_signal(received.signal, now); },
-        },
-        event);
+    std::visit(Overloaded{
+                   [&](const Begin&) {
+                     if (phase_ == Phase::kIdle) {
+                       join_.deadline_s = now + config_.settings.join_timeout_s;
+                       begin_join(now);
+                     }
+                   },
+                   [&](const KvAnswered& answered) {
+                     auto it = pending_.find(answered.id);
+                     if (it == pending_.end()) {
+                       return;  // an op of an abandoned step
+                     }
+                     const Pending pending = it->second;
+                     pending_.erase(it);
+                     if (const auto* error = std::get_if<KvError>(&answered.result)) {
+                       on_kv_error(pending, *error, now);
+                       return;
+                     }
+                     if (pending.group == Group::kWatch) {
+                       watch_.last_answer_s = now;
+                       watch_.slowness_reported = false;
+                     }
+                     on_reply(pending, answered.result, now);
+                   },
+                   [&](const TimerFired&) { on_timer(now); },
+                   [&](const WorkersStoreHosted& hosted) {
+                     if (phase_ == Phase::kForming && current_ && current_->master_port == 0) {
+                       issue(Step::kMasterSet,
+                             KvSet{keys_.master(current_->round),
+                                   hosted.addr + " " + std::to_string(hosted.port)});
+                       workers_store_known(hosted.addr, hosted.port, now);
+                     }
+                   },
+                   [&](const WorkersStoreFailed& failed) {
+                     if (phase_ == Phase::kForming) {
+                       fail_rendezvous("cannot start the workers' store: " + failed.message);
+                     }
+                   },
+                   [&](const WorkersSucceeded&) {
+                     if (workers_ == Workers::kRunning) {
+                       workers_ = Workers::kSucceeded;
+                       enter_exit_barrier(now);
+                     }
+                   },
+                   [&](const WorkersFailed& failed) {
+                     if (workers_ == Workers::kRunning && phase_ == Phase::kRunning) {
+                       report_failure(failed.failures);
+                     }
+                   },
+                   [&](const WorkersStopped&) {
+                     if (workers_ == Workers::kStopping) {
+                       workers_ = Workers::kNone;
+                       on_workers_stopped(now);
+                     }
+                   },
+                   [&](const SignalReceived& received) { on_signal(received.signal, now); },
+               },
+               event);
   } catch (const RendezvousError& error) {
     fail_rendezvous(error.what());
   }
@@ -195,14 +194,13 @@ void RoundMachine::on_kv_error(const Pending& pending, const KvError& error, dou
     } else if (pending.step == Step::kWakeWait) {
       // Re-arm the wake-up wait; the connection was re-made.
       issue(Step::kWakeWait,
-            KvWait{{keys_.wake(current_->round, current_->slot)},
-                   to_millis(config_.wake_wait_s)},
+            KvWait{{keys_.wake(current_->round, current_->slot)}, to_millis(config_.wake_wait_s)},
             Group::kWatch);
     }
     if (now - watch_.last_answer_s <= config_.settings.read_timeout_s) {
       if (!watch_.slowness_reported) {
-        notice("store_slow", "warning: the rendezvous store is slow to answer (" + error.message +
-                                 "); retrying");
+        notice("store_slow",
+               "warning: the rendezvous store is slow to answer (" + error.message + "); retrying");
         watch_.slowness_reported = true;
       }
       return;
@@ -396,8 +394,8 @@ std::string RoundMachine::digest() const {
   if (phase_ == Phase::kRunning || phase_ == Phase::kExitBarrier) {
     out << "|w" << watch_.heartbeats << ',' << watch_.next_beat_s << ',' << watch_.next_probe_s
         << ',' << watch_.beat_outstanding << ',' << watch_.probe_outstanding << ','
-        << watch_.declared_loss << ',' << watch_.reading_state << ',' << watch_.state_replies
-        << ',' << watch_.repoll_s.value_or(-1);
+        << watch_.declared_loss << ',' << watch_.reading_state << ',' << watch_.state_replies << ','
+        << watch_.repoll_s.value_or(-1);
     if (watch_.monitor) {
       out << ',' << watch_.monitor->digest();
     }

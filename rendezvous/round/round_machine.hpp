@@ -72,7 +72,14 @@ class RoundMachine {
   };
   enum class Workers : uint8_t { kNone, kRunning, kStopping, kSucceeded };
   // What happens once the workers the machine asked to stop have stopped.
-  enum class AfterStop : uint8_t { kNothing, kReform, kAwaitDecision, kFailJob, kLeave, kStoreLost };
+  enum class AfterStop : uint8_t {
+    kNothing,
+    kReform,
+    kAwaitDecision,
+    kFailJob,
+    kLeave,
+    kStoreLost
+  };
   // What an op's reply is for.
   enum class Step : uint8_t {
     kConfigClaim,

@@ -90,8 +90,7 @@ void RoundMachine::enter_exit_barrier(double /*now*/) {
   cancel_group(Group::kReport);
   const uint64_t r = current_->round;
   issue(Step::kExitAdd, KvTakeTicket{keys_.exit_count(r), config_.self.nonce});
-  issue(Step::kExitWait,
-        KvWait{{keys_.exit_done(r)}, to_millis(config_.exit_barrier_timeout_s)});
+  issue(Step::kExitWait, KvWait{{keys_.exit_done(r)}, to_millis(config_.exit_barrier_timeout_s)});
 }
 
 void RoundMachine::fail_job() {
@@ -140,7 +139,8 @@ void RoundMachine::close_later_rounds() {
     later.push_back(keys_.assignment(r + 1, s));
   }
   const auto count = later.size();
-  issue(Step::kCloseLaterStatic, KvMultiSet{std::move(later), std::vector<std::string>(count, error)});
+  issue(Step::kCloseLaterStatic,
+        KvMultiSet{std::move(later), std::vector<std::string>(count, error)});
 }
 
 void RoundMachine::close_step_done(double /*now*/) {
@@ -266,9 +266,9 @@ void RoundMachine::on_ending_reply(const Pending& pending, const KvResult& resul
       return;
     case Step::kExitWait:
       if (!ready_of(result)) {
-        notice("exit_barrier", "exit barrier: not every node finished within " +
-                                   std::to_string(static_cast<int>(config_.exit_barrier_timeout_s)) +
-                                   " s");
+        notice("exit_barrier",
+               "exit barrier: not every node finished within " +
+                   std::to_string(static_cast<int>(config_.exit_barrier_timeout_s)) + " s");
         close_job(kExitSuccess, "workers succeeded", {});
         return;
       }
@@ -323,10 +323,9 @@ void RoundMachine::on_ending_reply(const Pending& pending, const KvResult& resul
     }
     case Step::kCloseLaterClaim:
       if (value_of(result) == config_.self.nonce) {
-        issue(Step::kCloseLaterSet,
-              KvSet{keys_.closed(static_cast<uint64_t>(pending.aux)),
-                    "error " + config_.where + " is closed: " + config_.self.addr +
-                        " ended the job"});
+        issue(Step::kCloseLaterSet, KvSet{keys_.closed(static_cast<uint64_t>(pending.aux)),
+                                          "error " + config_.where + " is closed: " +
+                                              config_.self.addr + " ended the job"});
       }
       if (--close_outstanding_ == 0) {
         issue(Step::kLeftAdd, KvTakeTicket{keys_.left(current_->round), config_.self.nonce});

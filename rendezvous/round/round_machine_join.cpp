@@ -57,9 +57,9 @@ void RoundMachine::begin_join(double now) {
   if (!config_checked_) {
     phase_ = elastic() ? Phase::kCheckingConfig : Phase::kStaticJoining;
     if (elastic()) {
-      issue(Step::kConfigClaim, KvCompareSet{keys_.config(), std::nullopt,
-                                             nnodes_text(config_.self.min_nodes,
-                                                         config_.self.max_nodes)});
+      issue(Step::kConfigClaim,
+            KvCompareSet{keys_.config(), std::nullopt,
+                         nnodes_text(config_.self.min_nodes, config_.self.max_nodes)});
     } else {
       // Static rounds count restarts: round r is the job's r-th restart.
       issue(Step::kStaticRound, KvAdd{keys_.restarts(), 0});
@@ -79,12 +79,12 @@ void RoundMachine::check_config_reply(const std::string& stored) {
     config_checked_ = true;
     return;
   }
-  mismatch_message_ = "agents disagree on --nnodes: " + config_.self.addr +
-                      (elastic() ? " (pid " + std::to_string(config_.self.pid) + ")"
-                                 : " (--node_rank " +
-                                       std::to_string(config_.self.rank_hint.value_or(0)) + ")") +
-                      " has --nnodes " + mine + " but the " + config_.where +
-                      " was started with --nnodes " + stored.substr(0, 64);
+  mismatch_message_ =
+      "agents disagree on --nnodes: " + config_.self.addr +
+      (elastic() ? " (pid " + std::to_string(config_.self.pid) + ")"
+                 : " (--node_rank " + std::to_string(config_.self.rank_hint.value_or(0)) + ")") +
+      " has --nnodes " + mine + " but the " + config_.where + " was started with --nnodes " +
+      stored.substr(0, 64);
   if (elastic()) {
     // Fail the round now forming too, so nobody waits for a node that will never come.
     issue(Step::kMismatchRound, KvCompareSet{keys_.round(), std::nullopt, "0"});
@@ -114,9 +114,8 @@ void RoundMachine::begin_dynamic_round(double /*now*/) {
     issue(Step::kPrevLost, KvCountTickets{keys_.lost(p)});
     issue(Step::kPrevWaiting, KvCountTickets{keys_.waiting(p)});
     join_.replies_outstanding = 3;
-    issue(Step::kRoundClaim,
-          KvCompareSet{keys_.round(), std::to_string(p), std::to_string(p + 1)}, Group::kFlow,
-          static_cast<int64_t>(p));
+    issue(Step::kRoundClaim, KvCompareSet{keys_.round(), std::to_string(p), std::to_string(p + 1)},
+          Group::kFlow, static_cast<int64_t>(p));
   } else {
     issue(Step::kRoundClaim, KvCompareSet{keys_.round(), std::nullopt, "0"}, Group::kFlow, -1);
   }
@@ -170,7 +169,9 @@ void RoundMachine::act(const JoinAction& action, double now) {
                   KvCompareSet{keys_.close_claim(r), std::nullopt, config_.self.nonce},
                   Group::kFlow, c.participants);
           },
-          [&](const ReadJoinedCount&) { issue(Step::kJoinedCount, KvCountTickets{keys_.joined(r)}); },
+          [&](const ReadJoinedCount&) {
+            issue(Step::kJoinedCount, KvCountTickets{keys_.joined(r)});
+          },
           [&](const BecomeParticipant& p) {
             phase_ = Phase::kForming;
             current_ = Formed{r, p.slot, {}, {}, 0};
@@ -178,8 +179,7 @@ void RoundMachine::act(const JoinAction& action, double now) {
             const auto close_wait = to_millis(config_.settings.close_timeout_s);
             if (join_.closed_by_me) {
               issue(Step::kRecordsWait,
-                    KvWait{keys_.for_slots(p.participants,
-                                           [&](int s) { return keys_.node(r, s); }),
+                    KvWait{keys_.for_slots(p.participants, [&](int s) { return keys_.node(r, s); }),
                            close_wait},
                     Group::kFlow, p.participants);
             }
@@ -249,9 +249,8 @@ void RoundMachine::publish_assignments(const std::vector<std::optional<std::stri
       }
       records.push_back(decode_node_record(*texts[i], static_cast<int>(i) + 1));
     }
-    const auto assignments = elastic()
-                                 ? assign_dynamic_ranks(records, static_cast<int>(restarts))
-                                 : assign_static_ranks(records, static_cast<int>(restarts));
+    const auto assignments = elastic() ? assign_dynamic_ranks(records, static_cast<int>(restarts))
+                                       : assign_static_ranks(records, static_cast<int>(restarts));
     for (const auto& a : assignments) {
       values.push_back(encode_assignment(a));
     }
@@ -277,8 +276,8 @@ void RoundMachine::assignment_read(const std::string& text, double now) {
   } else if (assignment.group_rank == 0) {
     emit(HostWorkersStore{current_->round});
   } else {
-    issue(Step::kMasterWait, KvWait{{keys_.master(current_->round)},
-                                    to_millis(config_.settings.close_timeout_s)});
+    issue(Step::kMasterWait,
+          KvWait{{keys_.master(current_->round)}, to_millis(config_.settings.close_timeout_s)});
   }
 }
 
@@ -311,8 +310,8 @@ void RoundMachine::on_reply(const Pending& pending, const KvResult& result, doub
     }
     case Step::kMismatchCloseClaim:
       if (value_of(result) == config_.self.nonce) {
-        issue(Step::kMismatchClosed,
-              KvSet{keys_.closed(static_cast<uint64_t>(pending.aux)), "error " + mismatch_message_});
+        issue(Step::kMismatchClosed, KvSet{keys_.closed(static_cast<uint64_t>(pending.aux)),
+                                           "error " + mismatch_message_});
         return;
       }
       throw RendezvousError(mismatch_message_);
@@ -400,10 +399,9 @@ void RoundMachine::on_reply(const Pending& pending, const KvResult& result, doub
       return;
     case Step::kReformWait:
       if (!ready_of(result)) {
-        throw RendezvousError(config_.where + ": timed out after " +
-                              seconds_text(config_.settings.join_timeout_s) +
-                              " s (join_timeout) waiting as a spare for round " +
-                              std::to_string(r) + " to end");
+        throw RendezvousError(
+            config_.where + ": timed out after " + seconds_text(config_.settings.join_timeout_s) +
+            " s (join_timeout) waiting as a spare for round " + std::to_string(r) + " to end");
       }
       issue(Step::kRoundAdvanceLate,
             KvCompareSet{keys_.round(), std::to_string(r), std::to_string(r + 1)});
@@ -416,13 +414,13 @@ void RoundMachine::on_reply(const Pending& pending, const KvResult& result, doub
     // ---- static join ----
     case Step::kStaticRound:
       join_.round = static_cast<uint64_t>(std::max<int64_t>(counter_of(result), 0));
-      issue(Step::kConfigClaim, KvCompareSet{keys_.config(), std::nullopt,
-                                             nnodes_text(config_.self.min_nodes,
-                                                         config_.self.max_nodes)});
+      issue(Step::kConfigClaim,
+            KvCompareSet{keys_.config(), std::nullopt,
+                         nnodes_text(config_.self.min_nodes, config_.self.max_nodes)});
       return;
     case Step::kStaticRecordsWait: {
-      auto record_keys = keys_.for_slots(static_cast<int>(pending.aux),
-                                         [&](int s) { return keys_.node(r, s); });
+      auto record_keys =
+          keys_.for_slots(static_cast<int>(pending.aux), [&](int s) { return keys_.node(r, s); });
       if (ready_of(result)) {
         issue(Step::kRecordsRead, KvMultiGet{std::move(record_keys)}, Group::kFlow, pending.aux);
         issue(Step::kRestartsRead, KvAdd{keys_.restarts(), 0});
@@ -435,12 +433,12 @@ void RoundMachine::on_reply(const Pending& pending, const KvResult& result, doub
     }
     case Step::kStaticCountPresent: {
       const auto& values = values_of(result);
-      const auto present = std::count_if(values.begin(), values.end(),
-                                         [](const auto& v) { return v.has_value(); });
-      const std::string message =
-          config_.where + ": timed out after " + seconds_text(config_.settings.join_timeout_s) +
-          " s (join_timeout): " + std::to_string(present) + " of " + std::to_string(pending.aux) +
-          " nodes (--nnodes) joined";
+      const auto present =
+          std::count_if(values.begin(), values.end(), [](const auto& v) { return v.has_value(); });
+      const std::string message = config_.where + ": timed out after " +
+                                  seconds_text(config_.settings.join_timeout_s) +
+                                  " s (join_timeout): " + std::to_string(present) + " of " +
+                                  std::to_string(pending.aux) + " nodes (--nnodes) joined";
       auto assign_keys = keys_.for_slots(static_cast<int>(pending.aux),
                                          [&](int s) { return keys_.assignment(r, s); });
       const auto count = assign_keys.size();
@@ -454,9 +452,9 @@ void RoundMachine::on_reply(const Pending& pending, const KvResult& result, doub
     case Step::kRecordsWait: {
       const int n = static_cast<int>(pending.aux);
       if (!ready_of(result)) {
-        const std::string message =
-            config_.where + ": a node took a slot in round " + std::to_string(r) +
-            " but did not publish its record within close_timeout";
+        const std::string message = config_.where + ": a node took a slot in round " +
+                                    std::to_string(r) +
+                                    " but did not publish its record within close_timeout";
         auto assign_keys = keys_.for_slots(n, [&](int s) { return keys_.assignment(r, s); });
         const auto count = assign_keys.size();
         issue(Step::kAssignPublish,
@@ -496,8 +494,9 @@ void RoundMachine::on_reply(const Pending& pending, const KvResult& result, doub
       return;
     case Step::kMasterWait:
       if (!ready_of(result)) {
-        throw RendezvousError(config_.where + ": the round's rank 0 did not publish the workers' "
-                                              "store within close_timeout");
+        throw RendezvousError(config_.where +
+                              ": the round's rank 0 did not publish the workers' "
+                              "store within close_timeout");
       }
       issue(Step::kMasterRead, KvGet{keys_.master(current_->round)});
       return;
@@ -525,9 +524,9 @@ void RoundMachine::on_reply(const Pending& pending, const KvResult& result, doub
   if (pending.step == Step::kRoundClaim || pending.step == Step::kPrevLost ||
       pending.step == Step::kPrevWaiting) {
     if (current_) {
-      join_.expected = next_round_expected_nodes(current_->assignment.group_world_size,
-                                                 join_.prev_lost, join_.prev_waiting,
-                                                 config_.self.max_nodes);
+      join_.expected =
+          next_round_expected_nodes(current_->assignment.group_world_size, join_.prev_lost,
+                                    join_.prev_waiting, config_.self.max_nodes);
     } else {
       join_.expected = 0;
     }

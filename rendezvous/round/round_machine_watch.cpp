@@ -32,10 +32,9 @@ void RoundMachine::start_round(double now) {
   info.run_id = config_.run_id;
   if (last_restart_count_ && info.restart_count > *last_restart_count_) {
     const int left = std::max(config_.max_restarts - info.restart_count, 0);
-    notice("restart", "restarting the worker group: restart " +
-                          std::to_string(info.restart_count) + " of " +
-                          std::to_string(config_.max_restarts) + " (" + std::to_string(left) +
-                          " left)");
+    notice("restart", "restarting the worker group: restart " + std::to_string(info.restart_count) +
+                          " of " + std::to_string(config_.max_restarts) + " (" +
+                          std::to_string(left) + " left)");
   }
   last_restart_count_ = info.restart_count;
   emit(StartWorkers{info});
@@ -46,8 +45,8 @@ void RoundMachine::start_round(double now) {
   if (n == 1 && config_.self.max_nodes == 1) {
     return;  // alone and full: nothing can interrupt this round but this node itself
   }
-  issue(Step::kWakeWait,
-        KvWait{{keys_.wake(f.round, f.slot)}, to_millis(config_.wake_wait_s)}, Group::kWatch);
+  issue(Step::kWakeWait, KvWait{{keys_.wake(f.round, f.slot)}, to_millis(config_.wake_wait_s)},
+        Group::kWatch);
   if (elastic() && n > 1) {
     watch_.heartbeats = true;
     const auto& s = config_.settings;
@@ -125,7 +124,8 @@ void RoundMachine::declare_loss(double /*now*/) {
   auto interrupt = keys_.for_slots(n, [&](int s) { return keys_.wake(r, s); });
   interrupt.push_back(keys_.exit_done(r));  // nobody waits for the lost node in the barrier
   const auto count = interrupt.size();
-  issue(Step::kInterrupt, KvMultiSet{std::move(interrupt), std::vector<std::string>(count, "interrupted")},
+  issue(Step::kInterrupt,
+        KvMultiSet{std::move(interrupt), std::vector<std::string>(count, "interrupted")},
         Group::kWatch);
   // Only for the notice; in the flow group so the re-form the loss causes does not drop it.
   issue(Step::kLostRecordRead, KvGet{keys_.node(r, f.assignment.neighbor_slot)}, Group::kFlow,
@@ -169,7 +169,8 @@ void RoundMachine::round_state_read(double now) {
       stop_workers(kSigterm, AfterStop::kReform);
       return;
     case RoundSignal::kRestartRequested:
-      notice("peer_failure", "workers failed on another node: stopping the worker group to restart");
+      notice("peer_failure",
+             "workers failed on another node: stopping the worker group to restart");
       stop_workers(kSigterm, AfterStop::kReform);
       return;
     case RoundSignal::kJobFailed:
@@ -230,11 +231,11 @@ void RoundMachine::on_running_reply(const Pending& pending, const KvResult& resu
           // The record is only for the message.
         }
       }
-      notice("node_lost", "node " + who + " stopped beating its heartbeat for " +
-                              std::to_string(static_cast<int>(
-                                  config_.settings.keep_alive_interval_s *
-                                  config_.settings.keep_alive_max_attempt)) +
-                              " s: declared lost");
+      notice("node_lost",
+             "node " + who + " stopped beating its heartbeat for " +
+                 std::to_string(static_cast<int>(config_.settings.keep_alive_interval_s *
+                                                 config_.settings.keep_alive_max_attempt)) +
+                 " s: declared lost");
       return;
     }
     case Step::kWakeWait:
@@ -242,8 +243,7 @@ void RoundMachine::on_running_reply(const Pending& pending, const KvResult& resu
         read_round_state();
       } else {
         issue(Step::kWakeWait,
-              KvWait{{keys_.wake(current_->round, current_->slot)},
-                     to_millis(config_.wake_wait_s)},
+              KvWait{{keys_.wake(current_->round, current_->slot)}, to_millis(config_.wake_wait_s)},
               Group::kWatch);
       }
       return;

@@ -190,7 +190,8 @@ TEST_CASE("c10d: a crashed node is declared lost; the others re-form without it,
   REQUIRE(cluster.run_until([&] { return cluster.all_running(2, 2); }));
   check_one_round(latest_rounds(cluster), 2);
   CHECK(cluster.agents[0]->round()->restart_count == restarts);
-  CHECK((has_notice(*cluster.agents[0], "node_lost") || has_notice(*cluster.agents[1], "node_lost")));
+  CHECK(
+      (has_notice(*cluster.agents[0], "node_lost") || has_notice(*cluster.agents[1], "node_lost")));
 }
 
 TEST_CASE("c10d: a node stopped by a signal leaves; the others re-form at once") {
@@ -245,8 +246,9 @@ TEST_CASE("c10d: a failure after another node finished fails the job; nobody han
   CHECK(cluster.agents[1]->finish()->exit_status == 1);
 }
 
-TEST_CASE("c10d: the endpoint's agent hosts the store and leaves last; a forced host that "
-          "cannot bind fails") {
+TEST_CASE(
+    "c10d: the endpoint's agent hosts the store and leaves last; a forced host that "
+    "cannot bind fails") {
   const uint16_t port = free_port("127.0.0.1");
   Cluster cluster;
   auto& host = cluster.add(c10d_node(port, "127.0.0.1", 2, 2, quick_conf()));
@@ -310,8 +312,7 @@ TEST_CASE("c10d: an unreachable endpoint and too few nodes fail after join_timeo
   auto& alone = cluster.add(client(store.port(), "127.0.0.3", 2, 2, {{"join_timeout", "1"}}));
   REQUIRE(cluster.run_until([&] { return cluster.all_finished(); }));
   CHECK(lonely.finish()->exit_status == 1);
-  CHECK(lonely.finish()->reason.find("127.0.0.1:" + std::to_string(nobody)) !=
-        std::string::npos);
+  CHECK(lonely.finish()->reason.find("127.0.0.1:" + std::to_string(nobody)) != std::string::npos);
   CHECK(alone.finish()->exit_status == 1);
   CHECK(alone.finish()->reason.find("join_timeout") != std::string::npos);
   CHECK(alone.finish()->reason.find("(1 joined)") != std::string::npos);
@@ -355,8 +356,8 @@ TEST_CASE("static: node ranks from --node_rank, node 0 hosts the store, restarts
 
 TEST_CASE("c10d over PyTorch 1.13's TCPStore server (the old wire generation)") {
   using rendezvous::store::testing::ChildProcess;
-  ChildProcess python({"/usr/bin/python3",
-                       std::string(DDPRUN_SOURCE_DIR) + "/tests/rendezvous/python/tcpstore_server.py"});
+  ChildProcess python({"/usr/bin/python3", std::string(DDPRUN_SOURCE_DIR) +
+                                               "/tests/rendezvous/python/tcpstore_server.py"});
   auto line = python.read_line(60s);
   REQUIRE(line);
   const uint16_t port = static_cast<uint16_t>(std::stoi(line->substr(line->find(' ') + 1)));

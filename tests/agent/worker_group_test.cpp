@@ -4,8 +4,6 @@
 // PDEATHSIG when the agent dies.
 #include "agent/worker_group.hpp"
 
-#include "agent/signal_channel.hpp"
-
 #include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
@@ -22,6 +20,8 @@
 #include <sstream>
 #include <string>
 #include <thread>
+
+#include "agent/signal_channel.hpp"
 
 using namespace ddprun::agent;
 using Clock = std::chrono::steady_clock;
@@ -183,8 +183,8 @@ StreamPlan route(StreamRoute route, std::string file = {}) {
 // on, so a worker blocked reading the FIFO `go_file` proves the text came before the rest of
 // its output), then releases the worker through the FIFO. Fails after a bound.
 void wait_for_console_then_release(WorkerGroup& group, SignalChannel& signals,
-                                   CapturedConsole& console,
-                                   const std::string& text, const std::string& go_file) {
+                                   CapturedConsole& console, const std::string& text,
+                                   const std::string& go_file) {
   const auto deadline = Clock::now() + std::chrono::seconds(10);
   while (console.out().find(text) == std::string::npos && Clock::now() < deadline) {
     wait_group(group, signals, console.out_fd(),
@@ -349,7 +349,8 @@ TEST_CASE("exit codes, signals and exec failures are recorded per worker") {
   WorkerLaunch missing = shell_worker(2, "");
   missing.argv = {"/nonexistent/worker"};
   CapturedConsole console;
-  WorkerGroup group({shell_worker(0, "exit 3"), shell_worker(1, "kill -9 $$"), missing}, signals.original_mask());
+  WorkerGroup group({shell_worker(0, "exit 3"), shell_worker(1, "kill -9 $$"), missing},
+                    signals.original_mask());
   wait_until_all_exited(group, signals, std::chrono::seconds(10));
   console.restore();
   CHECK(group.state() == GroupState::kFailed);

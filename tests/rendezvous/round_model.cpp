@@ -1,9 +1,9 @@
 #include "round_model.hpp"
 
-#include "rendezvous/round/digest_text.hpp"
-
 #include <cctype>
 #include <charconv>
+
+#include "rendezvous/round/digest_text.hpp"
 
 namespace ddprun::rendezvous::round::model {
 namespace {
@@ -134,8 +134,8 @@ KvResult World::execute(const KvOp& op) {
           },
           [&](const KvCompareSet& o) -> KvResult {
             auto it = store_.find(o.key);
-            const bool matches = o.expected ? (it != store_.end() && it->second == *o.expected)
-                                            : it == store_.end();
+            const bool matches =
+                o.expected ? (it != store_.end() && it->second == *o.expected) : it == store_.end();
             if (matches) {
               write(o.key, o.desired);
               return KvValue{o.desired};
@@ -181,9 +181,9 @@ void World::absorb(int index) {
         Overloaded{
             [&](IssueKv& issue) {
               if (auto* wait = std::get_if<KvWait>(&issue.op)) {
-                node.waits.push_back(WaitOp{
-                    issue.id, wait->keys,
-                    now_ + static_cast<double>(wait->timeout.count()) / 1000.0});
+                node.waits.push_back(
+                    WaitOp{issue.id, wait->keys,
+                           now_ + static_cast<double>(wait->timeout.count()) / 1000.0});
               } else {
                 node.queue.push_back(std::move(issue));
               }
@@ -424,9 +424,10 @@ std::string World::violated() const {
   for (const auto& [key, count] : writes_) {
     const bool in_round = key.starts_with(prefix) && key.size() > prefix.size() &&
                           std::isdigit(static_cast<unsigned char>(key[prefix.size()]));
-    const bool single = in_round && (key.ends_with("/closed") || key.find("/assign/") != std::string::npos ||
-                        key.ends_with("/failed") || key.ends_with("/close_claim") ||
-                        key.ends_with("/fail_claim") || key.ends_with("/master"));
+    const bool single =
+        in_round && (key.ends_with("/closed") || key.find("/assign/") != std::string::npos ||
+                     key.ends_with("/failed") || key.ends_with("/close_claim") ||
+                     key.ends_with("/fail_claim") || key.ends_with("/master"));
     if (single && count > 1) {
       return "key " + key + " written " + std::to_string(count) + " times";
     }
@@ -459,8 +460,8 @@ std::string World::terminal_problem() const {
       continue;
     }
     if (!node.finish) {
-      return "node" + std::to_string(i) + " never finished (phase " +
-             node.machine->phase_name() + ")";
+      return "node" + std::to_string(i) + " never finished (phase " + node.machine->phase_name() +
+             ")";
     }
     const int status = node.finish->exit_status;
     if (status != 0 && status != 1 && status != 128 + 15) {
