@@ -7,6 +7,7 @@
 
 #include "e2e_support.hpp"
 #include "terminal_run.hpp"
+#include "tests/rendezvous/child_process.hpp"
 
 using namespace ddprun::agent::e2e;
 using namespace std::chrono_literals;
@@ -63,6 +64,18 @@ struct Job {
         std::map<std::string, std::string>{{"DIR", dir.path()}, {"OMP_NUM_THREADS", "1"}});
   }
 };
+
+// The agent has set up its event loop once it blocks SIGTERM (read through its signalfd).
+bool blocks_sigterm(pid_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("SigBlk:", 0) == 0) {
+      const unsigned long long mask = std::stoull(line.substr(7), nullptr, 16);
+      return (mask >> (SIGTERM - 1)) & 1U;
+    }
+  }
+  return false;
+}
 
 std::vector<json> read_events(const std::string& path) {
   std::vector<json> events;
@@ -151,6 +164,10 @@ TEST_CASE(
   CHECK(b->output().find("[default1]:") == std::string::npos);
   CHECK(events_named(job.events(2), "restart").size() == 1);
   CHECK(events_named(job.events(3), "restart").size() == 1);
+  // One line per event in ddprun's words: the failure, and the restart with attempts left.
+  CHECK(b->output().find("ddprun: worker rank 3 (local_rank 1, pid ") != std::string::npos);
+  CHECK(b->output().find("failed: exit code 7") != std::string::npos);
+  CHECK(a->output().find("restart 1 of 1 (0 left)") != std::string::npos);
   CHECK(events_named(job.events(3), "failure").size() == 2);
 }
 
@@ -402,4 +419,77 @@ TEST_CASE("the failure table lists every failed rank under the entry point as gi
   CHECK(out.find("  rank      : 1 (local_rank: 1)\n  exitcode  : 3 (pid: ") != std::string::npos);
   CHECK(out.find("  rank      : 2 (local_rank: 2)\n  exitcode  : 4 (pid: ") != std::string::npos);
   CHECK(out.find("(local_rank: 0)") == std::string::npos);  // stopped by the agent: no failure
+}
+
+TEST_CASE("torchrun parity: what a user migrating from torchrun meets first") {
+  SECTION("a loopback endpoint that no --local_addr names: one agent binds, the other joins") {
+    Job job;
+    job.script = "true";
+    const uint16_t port = free_port("127.0.0.1");
+    auto argv_for = [&](int node) {
+      std::vector<std::string> argv = job.agent_argv(node);
+      for (auto& arg : argv) {
+        if (arg == "127.0.0.2:" + std::to_string(job.port))
+          arg = "127.0.0.1:" + std::to_string(port);
+        if (arg.find("is_host=") != std::string::npos)
+          arg = kFastRdzv;  // no is_host: the heuristic decides
+      }
+      return argv;
+    };
+    Process a(argv_for(2), job.dir / "a");
+    Process b(argv_for(3), job.dir / "b");
+    INFO(a.output());
+    INFO(b.output());
+    CHECK(a.wait_exit(30s) == 0);
+    CHECK(b.wait_exit(30s) == 0);
+  }
+  SECTION("SIGTERM while the store is still unreachable ends the agent at once") {
+    Job job;
+    job.rdzv_conf = "join_timeout=300";
+    job.script = "true";
+    Process agent(job.agent_argv(3), job.dir / "agent");
+    const auto deadline = Clock::now() + 10s;
+    while (!blocks_sigterm(agent.pid()) && Clock::now() < deadline) {
+      std::this_thread::sleep_for(5ms);  // nothing to wait on: the agent says nothing yet
+    }
+    agent.signal(SIGTERM);
+    // Bounded far below join_timeout: torchrun (and ddprun before) sat out all of it.
+    CHECK(agent.wait_exit(10s) == 128 + SIGTERM);
+    CHECK(agent.output().find("received SIGTERM during rendezvous") != std::string::npos);
+  }
+  SECTION("a rendezvous whose store is PyTorch 1.13's TCPStore (the old wire generation)") {
+    using ddprun::rendezvous::store::testing::ChildProcess;
+    ChildProcess python({"/usr/bin/python3", std::string(DDPRUN_SOURCE_DIR) +
+                                                 "/tests/rendezvous/python/tcpstore_server.py"});
+    auto line = python.read_line(60s);
+    REQUIRE(line);
+    const std::string port = line->substr(line->find(' ') + 1);
+    REQUIRE(python.read_line(10s) == std::optional<std::string>("ready"));
+    Job job;
+    job.script = "true";
+    auto argv_for = [&](int node) {
+      std::vector<std::string> argv = job.agent_argv(node);
+      for (auto& arg : argv) {
+        if (arg == "127.0.0.2:" + std::to_string(job.port))
+          arg = "127.0.0.1:" + port;
+        if (arg.find("is_host=") != std::string::npos)
+          arg = kFastRdzv + ",is_host=0";
+      }
+      return argv;
+    };
+    Process a(argv_for(2), job.dir / "a");
+    Process b(argv_for(3), job.dir / "b");
+    INFO(a.output());
+    INFO(b.output());
+    CHECK(a.wait_exit(30s) == 0);
+    CHECK(b.wait_exit(30s) == 0);
+  }
+  SECTION("--standalone gives workers MASTER_ADDR=localhost, as torchrun") {
+    TempDir dir;
+    Process agent({ddprun_binary(), "--standalone", "--nproc_per_node", "1", "--no_python",
+                   "/bin/sh", "-c", "echo \"addr=$MASTER_ADDR\""},
+                  dir / "out");
+    CHECK(agent.wait_exit(30s) == 0);
+    CHECK(agent.output().find("addr=localhost\n") != std::string::npos);
+  }
 }

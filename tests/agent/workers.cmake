@@ -33,6 +33,7 @@ ddprun_add_test(NAME agent_e2e_test
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/agent_e2e_test.cpp
   LIBS nlohmann_json::nlohmann_json
   LABELS integration TIMEOUT 240)
+target_include_directories(agent_e2e_test PRIVATE ${PROJECT_SOURCE_DIR})
 
 # Against the reference torchrun and with real PyTorch workers (python3-torch).
 ddprun_add_test(NAME agent_interop_test
