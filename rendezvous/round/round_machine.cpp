@@ -99,6 +99,19 @@ void RoundMachine::fail_rendezvous(const std::string& message) {
   if (phase_ == Phase::kDone) {
     return;
   }
+  if (stop_signal_) {
+    // Already stopping on a signal, and so, likely, is every node (scancel signals them all;
+    // the store's host may be gone first): the outcome stays the signal's. The workers stop
+    // as asked, then leaving is best effort.
+    notice("store_lost", "while stopping on " + close_reason_ + ": " + message);
+    cancel_group(Group::kWatch);
+    cancel_group(Group::kReport);
+    cancel_group(Group::kFlow);
+    if (workers_ != Workers::kRunning && workers_ != Workers::kStopping) {
+      finish(close_status_, close_reason_);
+    }
+    return;
+  }
   if (workers_ == Workers::kRunning || workers_ == Workers::kStopping) {
     // Never leave workers behind: stop them, then end.
     close_reason_ = message;
