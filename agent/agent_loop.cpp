@@ -25,6 +25,9 @@ using Seconds = std::chrono::duration<double>;
 // in uninterruptible sleep cannot be reaped; the agent must not hang on it).
 constexpr std::chrono::seconds kReapAfterKillLimit{5};
 
+// How long an ending agent waits for its rendezvous backend to release what it holds.
+constexpr std::chrono::duration<double> kBackendCloseLimit{2.0};
+
 nlohmann::json round_fields(const RoundInfo& round) {
   return {{"round", round.round},
           {"group_rank", round.group_rank},
@@ -64,7 +67,8 @@ AgentLoop::AgentLoop(const launcher::LaunchConfig& config, SignalChannel& signal
       signal_fd_(io_, ::dup(signals.fd())),
       failure_timer_(io_),
       kill_timer_(io_),
-      reap_timer_(io_) {
+      reap_timer_(io_),
+      close_timer_(io_) {
   const char* templ = std::getenv("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE");
   prefix_template_ = templ != nullptr ? templ : std::string(kDefaultPrefixTemplate);
 }
@@ -400,7 +404,19 @@ void AgentLoop::finished(const round::Finish& finish) {
   std::fflush(stderr);
   events_.record("exit", {{"exit_code", finish.exit_status}, {"reason", finish.reason}});
   exit_status_ = finish.exit_status;
-  io_.stop();
+  if (config_.rdzv_backend != "etcd" || !driver_) {
+    io_.stop();
+    return;
+  }
+  // Revoke this agent's etcd lease, so its beat keys vanish now rather than a TTL later (peers
+  // that still run see the departure at once); bounded, since etcd may be what failed.
+  expire_after(close_timer_, kBackendCloseLimit.count());
+  close_timer_.async_wait([this](const boost::system::error_code& error) {
+    if (!error) {
+      io_.stop();
+    }
+  });
+  driver_->backend().close([this] { io_.stop(); });
 }
 
 }  // namespace ddprun::agent

@@ -80,6 +80,7 @@ class AgentLoop final : public rendezvous::backends::RoundListener {
   boost::asio::steady_timer failure_timer_;
   boost::asio::steady_timer kill_timer_;
   boost::asio::steady_timer reap_timer_;
+  boost::asio::steady_timer close_timer_;
 
   std::optional<int> exit_status_;
 };

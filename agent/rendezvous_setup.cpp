@@ -2,9 +2,12 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <random>
 
 #include "agent/round_types.hpp"
+#include "rendezvous/backends/etcd/etcd_kv.hpp"
 #include "rendezvous/backends/store_host.hpp"
 #include "rendezvous/backends/store_kv.hpp"
 #include "rendezvous/round/records.hpp"
@@ -20,6 +23,11 @@ namespace store = rendezvous::store;
 // How long ops wait for a new connection after an established one to the store broke: short,
 // since a store that went away with its host's agent is not coming back.
 constexpr std::chrono::seconds kReconnectBudget{5};
+
+// etcd: a lease below 2 s would expire during an ordinary leader election.
+constexpr std::chrono::seconds kEtcdMinLeaseTtl{2};
+constexpr std::chrono::milliseconds kEtcdOpTimeout{5000};
+constexpr std::chrono::milliseconds kEtcdFailoverLimit{15000};
 
 std::string random_hex(std::size_t bytes) {
   static constexpr char kDigits[] = "0123456789abcdef";
@@ -98,6 +106,23 @@ Endpoint c10d_endpoint(const launcher::LaunchConfig& config, const round::RdzvSe
   return endpoint;
 }
 
+// etcd: the lease is the heartbeat, so it lives as long as torchrun's keep-alive allows a node
+// to stay silent (keep_alive_interval x keep_alive_max_attempt); renewed three times per TTL.
+// An op tries the members for at most min(join_timeout, kEtcdFailoverLimit): long enough to
+// ride out a leader election, short enough that a lost quorum is reported in seconds.
+backends::etcd::EtcdOptions etcd_options(backends::etcd::EtcdOptions options,
+                                         const round::RdzvSettings& settings) {
+  const double ttl_s =
+      std::max(kEtcdMinLeaseTtl.count() * 1.0,
+               std::ceil(settings.keep_alive_interval_s * settings.keep_alive_max_attempt));
+  options.lease_ttl = std::chrono::seconds(static_cast<int64_t>(ttl_s));
+  options.keepalive_interval = millis(ttl_s / 3);
+  options.op_timeout = std::min(kEtcdOpTimeout, millis(settings.read_timeout_s));
+  options.failover_budget =
+      std::max(options.op_timeout, std::min(kEtcdFailoverLimit, millis(settings.join_timeout_s)));
+  return options;
+}
+
 // static: node 0 hosts the store at the master address (also the workers' store).
 Endpoint static_endpoint(const launcher::LaunchConfig& config) {
   Endpoint endpoint;
@@ -158,9 +183,21 @@ RendezvousSetup set_up_rendezvous(const launcher::LaunchConfig& config,
     endpoint = static_endpoint(config);
     m.static_master_addr = endpoint.host;
     m.static_master_port = endpoint.port;
+  } else if (config.rdzv_backend == "etcd" && config.etcd) {
+    m.mode = round::RoundMode::kDynamic;
+    m.hosts_store = false;
+    m.where = "rendezvous '" + m.run_id + "' on etcd " +
+              backends::etcd::format_endpoints(config.etcd->endpoints);
+    try {
+      setup.backend =
+          std::make_unique<backends::etcd::EtcdKv>(io, etcd_options(*config.etcd, m.settings));
+    } catch (const std::invalid_argument& error) {
+      throw RendezvousError(std::string("etcd: ") + error.what());
+    }
+    return setup;
   } else {
     throw RendezvousError("unsupported --rdzv_backend '" + config.rdzv_backend +
-                          "' (ddprun supports static and c10d)");
+                          "' (ddprun supports static, c10d and etcd)");
   }
   m.hosts_store = endpoint.hosted != nullptr;
   m.where =

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "rendezvous/backends/etcd/etcd_options.hpp"
 #include "rendezvous/round/round_settings.hpp"
 
 namespace ddprun::launcher {
@@ -44,7 +45,7 @@ struct LaunchConfig {
   std::string rdzv_host;      // parsed from rdzv_endpoint (or master_addr for static)
   std::optional<uint16_t> rdzv_port;
   std::string rdzv_id = "none";
-  std::map<std::string, std::string> rdzv_conf;  // every k=v of --rdzv_conf, validated
+  std::map<std::string, std::string> rdzv_conf;   // every k=v of --rdzv_conf, validated
   rendezvous::round::RdzvSettings rdzv_settings;  // the round protocol's keys, parsed once
   bool standalone = false;
   int node_rank = 0;
@@ -53,6 +54,8 @@ struct LaunchConfig {
   std::string master_addr = "127.0.0.1";
   uint16_t master_port = 29500;
   std::optional<std::string> local_addr;
+  // --rdzv_backend etcd (etcd-v2, etcd-v3): the members, TLS and key prefix, checked once.
+  std::optional<rendezvous::backends::etcd::EtcdOptions> etcd;
 
   // Worker lifecycle.
   int max_restarts = 0;

@@ -14,20 +14,23 @@ constexpr std::array kOptions{
     // Nodes and rendezvous.
     OptionSpec{"nnodes", "", '\0', kValue, kNodes, true, "N|MIN:MAX",
                "Number of nodes, or the range an elastic job may run on. Default 1:1."},
-    OptionSpec{"rdzv_backend", "rdzv-backend", '\0', kValue, kNodes, true, "static|c10d",
+    OptionSpec{"rdzv_backend", "rdzv-backend", '\0', kValue, kNodes, true, "static|c10d|etcd",
                "How nodes find each other: static (fixed --node-rank, store at "
-               "--master-addr:--master-port) or c10d (elastic, store at --rdzv-endpoint). "
-               "Default static; c10d under Slurm."},
+               "--master-addr:--master-port), c10d (elastic, store at --rdzv-endpoint, hosted "
+               "by one agent) or etcd (elastic on an etcd v3 cluster: survives the loss of any "
+               "node; also etcd-v2, etcd-v3). Default static; c10d under Slurm."},
     OptionSpec{"rdzv_endpoint", "rdzv-endpoint", '\0', kValue, kNodes, true, "HOST[:PORT]",
                "Rendezvous store address; IPv6 in brackets ([::1]:29400). c10d's default port "
-               "is 29400. Under Slurm: the first node of the step."},
+               "is 29400. Under Slurm: the first node of the step. etcd: the members, "
+               "HOST:PORT[,HOST:PORT...] (port 2379 by default)."},
     OptionSpec{"rdzv_id", "rdzv-id", '\0', kValue, kNodes, true, "ID",
                "Job id, the same on every node. Default none; JOB.STEP under Slurm."},
     OptionSpec{"rdzv_conf", "rdzv-conf", '\0', kValue, kNodes, true, "K=V[,K=V...]",
                "Rendezvous settings, e.g. join_timeout=900,is_host=1. Keys: join_timeout (600), "
                "last_call_timeout (30), close_timeout (30), heartbeat_timeout (5), "
                "keep_alive_interval (5), read_timeout (60), all in seconds; "
-               "keep_alive_max_attempt (3); is_host (1/0); store_type (tcp|file)."},
+               "keep_alive_max_attempt (3); is_host (1/0); store_type (tcp|file). etcd: "
+               "protocol (http|https), cacert, cert, key, etcd_prefix (/)."},
     OptionSpec{"standalone", "", '\0', kFlag, kNodes, true, "",
                "Single-node job: c10d rendezvous on localhost at a free port with a fresh "
                "random id; overrides the other rendezvous options."},

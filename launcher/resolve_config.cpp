@@ -16,6 +16,7 @@
 #include "launcher/text.hpp"
 #include "launcher/usage_error.hpp"
 #include "launcher/value_parsers.hpp"
+#include "rendezvous/backends/etcd/etcd_options.hpp"
 
 namespace ddprun::launcher {
 namespace {
@@ -190,10 +191,16 @@ ResolvedLaunch resolve_launch(const ParsedCommandLine& parsed, const Environment
   // Rendezvous.
   config.standalone = values.flag("standalone");
   if (auto v = values.get("rdzv_backend")) {
-    config.rdzv_backend = check_choice(*v, label("rdzv_backend", *v), {"static", "c10d"});
+    config.rdzv_backend = check_choice(*v, label("rdzv_backend", *v),
+                                       {"static", "c10d", "etcd", "etcd-v2", "etcd-v3"});
+    // torchrun's two etcd backends are one here: both speak etcd's v3 API.
+    if (config.rdzv_backend.starts_with("etcd"))
+      config.rdzv_backend = "etcd";
   }
   const bool is_static = config.rdzv_backend == "static" && !config.standalone;
-  values.ignore_slurm(is_static);
+  const bool is_etcd = config.rdzv_backend == "etcd" && !config.standalone;
+  // Slurm's default endpoint is the first node's store port: neither static's nor etcd's.
+  values.ignore_slurm(is_static || is_etcd);
   std::optional<RawValue> endpoint = values.get("rdzv_endpoint");
   values.ignore_slurm(false);
   if (auto v = values.get("rdzv_id"))
@@ -235,6 +242,32 @@ ResolvedLaunch resolve_launch(const ParsedCommandLine& parsed, const Environment
     for (const char* dest : {"rdzv_backend", "rdzv_endpoint", "rdzv_id"}) {
       values.override_source(dest, "standalone");
     }
+  } else if (is_etcd) {
+    const std::string option =
+        endpoint ? label("rdzv_endpoint", *endpoint) : std::string("--rdzv_endpoint");
+    if (!endpoint || endpoint->text.empty()) {
+      throw UsageError(option, "the etcd backend needs the etcd members",
+                       "HOST:PORT[,HOST:PORT...] (etcd's client port is 2379 by default)");
+    }
+    try {
+      config.etcd = rendezvous::backends::etcd::etcd_options_from_command_line(endpoint->text,
+                                                                               config.rdzv_conf);
+    } catch (const std::invalid_argument& error) {
+      // The message names the part at fault ("rdzv_endpoint: ...", "rdzv_conf cacert: ...").
+      std::string problem = error.what();
+      std::string at = option;
+      if (problem.starts_with("rdzv_endpoint: ")) {
+        problem.erase(0, std::string_view("rdzv_endpoint: ").size());
+      } else if (problem.starts_with("rdzv_conf")) {
+        at = "--rdzv_conf";
+      }
+      throw UsageError(at, problem,
+                       "etcd members as HOST:PORT[,HOST:PORT...] and etcd's --rdzv_conf keys "
+                       "protocol=http|https, cacert, cert, key, etcd_prefix");
+    }
+    config.rdzv_endpoint = endpoint->text;
+    config.rdzv_host = config.etcd->endpoints.front().host;
+    config.rdzv_port = config.etcd->endpoints.front().port;
   } else if (endpoint && !endpoint->text.empty()) {
     const std::string option = label("rdzv_endpoint", *endpoint);
     const Endpoint parsed_endpoint = parse_endpoint(endpoint->text, option);

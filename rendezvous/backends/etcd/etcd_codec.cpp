@@ -194,6 +194,9 @@ std::string EtcdCodec::range(const RangeRequest& request) {
   if (request.count_only) {
     body["count_only"] = true;
   }
+  if (request.keys_only) {
+    body["keys_only"] = true;
+  }
   if (request.max_create_revision > 0) {
     body["max_create_revision"] = std::to_string(request.max_create_revision);
   }

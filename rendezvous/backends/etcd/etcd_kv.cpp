@@ -3,6 +3,7 @@
 
 #include "rendezvous/backends/etcd/etcd_kv.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <random>
 #include <unordered_map>
@@ -390,15 +391,15 @@ void EtcdKv::beat(uint64_t serial, std::string key, Clock::time_point until, boo
 }
 
 void EtcdKv::run(uint64_t serial, round::KvProbe op) {
-  read_range(serial, RangeRequest{full_key(op.key), {}}, [this, serial, key = op.key](
-                                                            const RangeReply& range) {
-    if (!range.kvs.empty()) {
-      seen_alive_.insert(key);
-      finish(serial, round::KvLiveness{++probe_counter_, false});
-    } else {
-      finish(serial, round::KvLiveness{0, seen_alive_.contains(key)});
-    }
-  });
+  read_range(serial, RangeRequest{full_key(op.key), {}},
+             [this, serial, key = op.key](const RangeReply& range) {
+               if (!range.kvs.empty()) {
+                 seen_alive_.insert(key);
+                 finish(serial, round::KvLiveness{++probe_counter_, false});
+               } else {
+                 finish(serial, round::KvLiveness{0, seen_alive_.contains(key)});
+               }
+             });
 }
 
 void EtcdKv::read_range(uint64_t serial, const RangeRequest& request,
@@ -421,8 +422,7 @@ void EtcdKv::read_range(uint64_t serial, const RangeRequest& request,
 // own put (revisions are global and monotonic), so draws by many agents never conflict. A
 // retried put of the same member keeps its create revision: it is counted once.
 void EtcdKv::run(uint64_t serial, round::KvTakeTicket op) {
-  client_.call("/v3/kv/put",
-               EtcdCodec::put(PutRequest{full_key(op.key) + "/" + op.member, "1", 0}),
+  client_.call("/v3/kv/put", EtcdCodec::put(PutRequest{full_key(op.key) + "/" + op.member, "1", 0}),
                EtcdClient::Retry::kAlways, deadline(),
                lifetime_.guard([this, serial, key = op.key](EtcdClient::Outcome outcome) {
                  if (auto* failure = std::get_if<EtcdFailure>(&outcome)) {
@@ -438,13 +438,28 @@ void EtcdKv::run(uint64_t serial, round::KvTakeTicket op) {
                }));
 }
 
-void EtcdKv::run(uint64_t serial, round::KvCountTickets op) { count_tickets(serial, op.key, 0); }
+void EtcdKv::run(uint64_t serial, round::KvCountTickets op) {
+  count_tickets(serial, op.key, 0);
+}
 
 void EtcdKv::count_tickets(uint64_t serial, const std::string& key, std::int64_t up_to_revision) {
   const std::string prefix = full_key(key) + "/";
-  read_range(serial, RangeRequest{prefix, EtcdCodec::prefix_end(prefix), true, up_to_revision},
-             [this, serial](const RangeReply& range) {
-               finish(serial, round::KvCounter{range.count});
+  if (up_to_revision <= 0) {
+    read_range(
+        serial, RangeRequest{prefix, EtcdCodec::prefix_end(prefix), true, 0, false},
+        [this, serial](const RangeReply& range) { finish(serial, round::KvCounter{range.count}); });
+    return;
+  }
+  // A ticket's position: etcd filters by create revision only the keys it returns, so fetch
+  // the keys (no values) and count those created up to the ticket's own put.
+  read_range(serial,
+             RangeRequest{prefix, EtcdCodec::prefix_end(prefix), false, up_to_revision, true},
+             [this, serial, up_to_revision](const RangeReply& range) {
+               const auto count =
+                   std::count_if(range.kvs.begin(), range.kvs.end(), [&](const EtcdKeyValue& kv) {
+                     return kv.create_revision > 0 && kv.create_revision <= up_to_revision;
+                   });
+               finish(serial, round::KvCounter{static_cast<std::int64_t>(count)});
              });
 }
 

@@ -24,9 +24,12 @@ struct EtcdKeyValue {
 
 struct RangeRequest {
   std::string key;
-  std::string range_end;  // empty: key alone
-  bool count_only = false;              // the reply's count, no key-values
-  std::int64_t max_create_revision = 0;  // > 0: only keys created at or before it
+  std::string range_end;    // empty: key alone
+  bool count_only = false;  // the reply's count, no key-values
+  // > 0: only keys created at or before it. etcd applies it to the key-values it returns, not
+  // to count (count_only ignores it): count the returned keys instead.
+  std::int64_t max_create_revision = 0;
+  bool keys_only = false;  // key-values without their values
 };
 struct PutRequest {
   std::string key;

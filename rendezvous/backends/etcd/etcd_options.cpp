@@ -140,6 +140,72 @@ void validate(const EtcdOptions& options) {
   }
 }
 
+namespace {
+
+// An etcd key folder: absolute, printable, no empty or dot segments (etcdctl users read these).
+std::string checked_prefix(const std::string& prefix) {
+  const auto bad = [&](const std::string& why) {
+    return std::invalid_argument("rdzv_conf etcd_prefix: '" + prefix + "' " + why +
+                                 "; expected an absolute key folder such as /jobs/team-a");
+  };
+  if (prefix.empty() || prefix.front() != '/') {
+    throw bad("does not start with /");
+  }
+  if (prefix.size() > kMaxEtcdPrefixBytes) {
+    throw bad("is longer than " + std::to_string(kMaxEtcdPrefixBytes) + " bytes");
+  }
+  for (const char c : prefix) {
+    const bool allowed = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                         (c >= '0' && c <= '9') || c == '/' || c == '.' || c == '-' || c == '_';
+    if (!allowed) {
+      throw bad("has a character other than letters, digits, / . - _");
+    }
+  }
+  std::string trimmed = prefix;
+  while (trimmed.size() > 1 && trimmed.back() == '/') {
+    trimmed.pop_back();
+  }
+  for (std::size_t at = 0; at < trimmed.size();) {
+    const auto next = trimmed.find('/', at + 1);
+    const std::string segment =
+        trimmed.substr(at + 1, next == std::string::npos ? next : next - at - 1);
+    if ((segment.empty() && trimmed.size() > 1) || segment == "." || segment == "..") {
+      throw bad("has an empty, . or .. segment");
+    }
+    at = next == std::string::npos ? trimmed.size() : next;
+  }
+  return trimmed == "/" ? std::string() : trimmed;
+}
+
+std::string conf_value(const std::map<std::string, std::string>& conf, const std::string& key) {
+  const auto it = conf.find(key);
+  return it == conf.end() ? std::string() : it->second;
+}
+
+}  // namespace
+
+EtcdOptions etcd_options_from_command_line(std::string_view endpoints,
+                                           const std::map<std::string, std::string>& rdzv_conf) {
+  EtcdOptions options;
+  options.endpoints = parse_etcd_endpoints(endpoints);
+  const std::string protocol = conf_value(rdzv_conf, "protocol");
+  if (!protocol.empty() && protocol != "http" && protocol != "https") {
+    throw std::invalid_argument("rdzv_conf protocol: '" + protocol +
+                                "' is not a valid choice; expected http|https");
+  }
+  options.tls.enabled = protocol == "https";
+  options.tls.ca_file = conf_value(rdzv_conf, "cacert");
+  options.tls.cert_file = conf_value(rdzv_conf, "cert");
+  options.tls.key_file = conf_value(rdzv_conf, "key");
+  const auto prefix = rdzv_conf.find("etcd_prefix");
+  const std::string folder =
+      checked_prefix(prefix == rdzv_conf.end() ? std::string(kDefaultEtcdPrefix) : prefix->second);
+  // The round's keys start with ddprun/rdzv/<run_id>/.
+  options.key_prefix = folder + "/";
+  validate(options);
+  return options;
+}
+
 std::string format_endpoint(const EtcdEndpoint& endpoint) {
   const bool ipv6 = endpoint.host.find(':') != std::string::npos;
   return (ipv6 ? "[" + endpoint.host + "]" : endpoint.host) + ":" + std::to_string(endpoint.port);

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -47,6 +48,17 @@ struct EtcdOptions {
 
 inline constexpr std::uint16_t kEtcdDefaultPort = 2379;
 inline constexpr std::size_t kMaxEtcdEndpoints = 64;
+
+inline constexpr std::string_view kDefaultEtcdPrefix = "/";
+inline constexpr std::size_t kMaxEtcdPrefixBytes = 256;
+
+// What the command line says about an etcd rendezvous: the members (--rdzv_endpoint) and
+// --rdzv_conf's etcd keys, torchrun's names: protocol (http|https), cacert, cert, key, and
+// etcd_prefix (a key folder every run's keys go under; default /, so a run's keys are
+// /ddprun/rdzv/<run_id>/...). Durations keep their defaults (the agent derives them from the
+// round's settings). Throws std::invalid_argument naming the option at fault.
+EtcdOptions etcd_options_from_command_line(std::string_view endpoints,
+                                           const std::map<std::string, std::string>& rdzv_conf);
 
 // "host1:2379,host2,[::1]:2379" (as --rdzv_endpoint); a missing port means 2379.
 std::vector<EtcdEndpoint> parse_etcd_endpoints(std::string_view text);

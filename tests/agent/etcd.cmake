@@ -1,0 +1,7 @@
+# --rdzv_backend etcd end to end: real agents, a real 3-member etcd on loopback, the bundled
+# trainer. Needs Debian's etcd-server (scripts/install-deps.sh).
+ddprun_add_test(NAME agent_etcd_e2e_test
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/etcd_e2e_test.cpp
+  LIBS nlohmann_json::nlohmann_json Threads::Threads
+  LABELS integration TIMEOUT 600)
+target_include_directories(agent_etcd_e2e_test PRIVATE ${PROJECT_SOURCE_DIR})

@@ -1,0 +1,355 @@
+// End-to-end tests of --rdzv_backend etcd: real ddprun agents on 127.0.0.x, a real 3-member etcd
+// cluster (Debian's etcd-server) on loopback, and the bundled trainer as the workers. What must
+// hold: losing any node, the one with group rank 0 included, costs a restart from the last
+// snapshot; losing one etcd member costs nothing; losing the quorum is reported and ends the job
+// with the snapshot intact; bad input fails clearly and in bounded time.
+#include <signal.h>
+
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "e2e_support.hpp"
+#include "tests/rendezvous/etcd_cluster.hpp"
+
+using namespace ddprun::agent::e2e;
+using namespace std::chrono_literals;
+using ddprun::rendezvous::testing::EtcdCluster;
+using nlohmann::json;
+
+namespace {
+
+// Loss is detected within about keep_alive_interval x keep_alive_max_attempt (the lease TTL,
+// at least 2 s); read_timeout bounds how long a member without quorum may keep the agents
+// waiting.
+const std::string kEtcdRdzv =
+    "join_timeout=60,last_call_timeout=1,keep_alive_interval=0.5,keep_alive_max_attempt=4,"
+    "read_timeout=8";
+
+std::vector<json> events_named(const std::string& path, const std::string& name) {
+  std::vector<json> matching;
+  std::istringstream lines(read_file(path));
+  for (std::string line; std::getline(lines, line);) {
+    if (line.empty())
+      continue;
+    json event = json::parse(line);
+    if (event["event"] == name)
+      matching.push_back(std::move(event));
+  }
+  return matching;
+}
+
+bool have_trainer() {
+  return fs::exists(std::string(DDPRUN_BIN_DIR) + "/ddprun-train");
+}
+
+// A small minGPT run: each epoch about a second, a snapshot after every epoch.
+std::vector<std::string> tiny_training(const TempDir& dir, const std::string& snapshot,
+                                       int max_epochs) {
+  return {"gpt_config.n_layer=1",
+          "gpt_config.n_head=2",
+          "gpt_config.n_embd=32",
+          "data_config.block_size=32",
+          "trainer_config.batch_size=8",
+          "trainer_config.eval_batches=1",
+          "trainer_config.log_every=1000",
+          "trainer_config.save_every=1",
+          "trainer_config.max_epochs=" + std::to_string(max_epochs),
+          "trainer_config.steps_per_epoch=200",
+          "trainer_config.snapshot_path=" + (dir / snapshot)};
+}
+
+EtcdCluster::Options three_members() {
+  EtcdCluster::Options options;
+  options.members = 3;
+  return options;
+}
+
+struct EtcdJob {
+  explicit EtcdJob(const EtcdCluster& cluster) : etcd(cluster) {}
+  const EtcdCluster& etcd;
+  TempDir dir;
+  std::string nnodes = "2:3";
+  std::string run_id = "etcd-e2e";
+  int max_epochs = 6;
+
+  std::vector<std::string> agent_argv(int node) const {
+    std::vector<std::string> argv = {ddprun_binary(),
+                                     "--nnodes",
+                                     nnodes,
+                                     "--nproc_per_node",
+                                     "1",
+                                     "--rdzv_backend",
+                                     "etcd",
+                                     "--rdzv_endpoint",
+                                     etcd.endpoints(),
+                                     "--rdzv_id",
+                                     run_id,
+                                     "--rdzv_conf",
+                                     kEtcdRdzv,
+                                     "--local_addr",
+                                     "127.0.0." + std::to_string(node),
+                                     "--max_restarts",
+                                     "3",
+                                     "--shutdown_timeout",
+                                     "3",
+                                     "--events-file",
+                                     events(node),
+                                     "train"};
+    for (auto& arg : tiny_training(dir, "snapshot.pt", max_epochs))
+      argv.push_back(arg);
+    return argv;
+  }
+  std::string events(int node) const { return dir / ("events-" + std::to_string(node)); }
+  std::string output(int node) const { return dir / ("agent-" + std::to_string(node)); }
+  std::unique_ptr<Process> start(int node) const {
+    return std::make_unique<Process>(agent_argv(node), output(node),
+                                     std::map<std::string, std::string>{{"OMP_NUM_THREADS", "1"}});
+  }
+  bool wait_for_snapshot(std::chrono::milliseconds limit) const {
+    return wait_for_file(
+        dir / "snapshot.pt", [](const std::string& text) { return !text.empty(); }, limit);
+  }
+  std::string all_output(const std::vector<int>& nodes) const {
+    std::string text;
+    for (int node : nodes)
+      text += "--- agent " + std::to_string(node) + ":\n" + read_file(output(node));
+    return text;
+  }
+};
+
+// The group rank of the node in its latest round; -1 before any.
+int latest_group_rank(const std::string& events_path) {
+  auto formed = events_named(events_path, "round_formed");
+  return formed.empty() ? -1 : formed.back()["group_rank"].get<int>();
+}
+
+std::vector<pid_t> latest_worker_pids(const std::string& events_path) {
+  auto started = events_named(events_path, "workers_started");
+  return started.empty() ? std::vector<pid_t>{} : started.back()["pids"].get<std::vector<pid_t>>();
+}
+
+// A TCP server on 127.0.0.1 that answers every connection with bytes that are not HTTP.
+class GarbageServer {
+ public:
+  GarbageServer() {
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    ::inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+    port_ = free_port("127.0.0.1");
+    sa.sin_port = htons(port_);
+    if (::bind(fd_, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 || ::listen(fd_, 64) != 0)
+      throw std::runtime_error("GarbageServer: cannot listen");
+    thread_ = std::thread([this] { serve(); });
+  }
+  ~GarbageServer() {
+    stop_ = true;
+    thread_.join();
+    ::close(fd_);
+  }
+  GarbageServer(const GarbageServer&) = delete;
+  GarbageServer& operator=(const GarbageServer&) = delete;
+  uint16_t port() const { return port_; }
+
+ private:
+  void serve() {
+    while (!stop_) {
+      pollfd p{fd_, POLLIN, 0};
+      if (::poll(&p, 1, 100) <= 0)
+        continue;
+      const int client = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+      if (client < 0)
+        continue;
+      char request[4096];
+      pollfd c{client, POLLIN, 0};
+      if (::poll(&c, 1, 1000) > 0)
+        (void)::read(client, request, sizeof request);
+      static constexpr char kGarbage[] = "\x16\x03\x01 this is not etcd \xff\xfe\r\n\r\n";
+      (void)::write(client, kGarbage, sizeof kGarbage - 1);
+      ::close(client);
+    }
+  }
+
+  int fd_ = -1;
+  uint16_t port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+}  // namespace
+
+TEST_CASE("etcd: SIGKILL of the agent with group rank 0 mid-training; the others resume",
+          "[etcd]") {
+  if (!have_trainer()) {
+    WARN("ddprun-train was not built; skipping");
+    return;
+  }
+  EtcdCluster etcd(three_members());
+  EtcdJob job(etcd);
+  std::vector<std::unique_ptr<Process>> agents;
+  for (int node : {2, 3, 4})
+    agents.push_back(job.start(node));
+  const std::vector<int> nodes = {2, 3, 4};
+
+  REQUIRE(job.wait_for_snapshot(120s));
+  int head = -1;
+  for (int node : nodes) {
+    if (latest_group_rank(job.events(node)) == 0)
+      head = node;
+  }
+  INFO(job.all_output(nodes));
+  REQUIRE(head > 0);
+  const auto head_workers = latest_worker_pids(job.events(head));
+  REQUIRE(!head_workers.empty());
+  // The kill lands mid-training: the head's worker (global rank 0) is still running.
+  REQUIRE(process_running(head_workers.front()));
+  agents[static_cast<std::size_t>(head - 2)]->signal(SIGKILL);
+  REQUIRE(agents[static_cast<std::size_t>(head - 2)]->wait_exit(10s) == 128 + SIGKILL);
+  // Its worker dies with it (PR_SET_PDEATHSIG); only then is the snapshot the one resumed from.
+  REQUIRE(wait_until_gone(head_workers, 10s));
+  fs::copy_file(job.dir / "snapshot.pt", job.dir / "resume_point.pt");
+
+  for (int node : nodes) {
+    if (node == head)
+      continue;
+    const auto status = agents[static_cast<std::size_t>(node - 2)]->wait_exit(180s);
+    INFO(job.all_output(nodes));
+    CHECK(status == 0);
+    // The job re-formed without the lost node.
+    const auto formed = events_named(job.events(node), "round_formed");
+    REQUIRE(!formed.empty());
+    CHECK(formed.back()["group_world_size"] == 2);
+  }
+  const std::string survivors = job.all_output(
+      {nodes[0] == head ? nodes[1] : nodes[0], nodes[2] == head ? nodes[1] : nodes[2]});
+  CHECK_THAT(survivors, Catch::Contains("resumed from " + (job.dir / "snapshot.pt")));
+  CHECK_THAT(survivors, Catch::Contains("done: " + std::to_string(job.max_epochs) + " epochs"));
+
+  // The final snapshot is the one a 2-rank run from the resume point gives.
+  fs::copy_file(job.dir / "resume_point.pt", job.dir / "reference.pt");
+  std::vector<std::string> reference_argv = {ddprun_binary(), "--standalone", "--nproc_per_node",
+                                             "2", "train"};
+  for (auto& arg : tiny_training(job.dir, "reference.pt", job.max_epochs))
+    reference_argv.push_back(arg);
+  Process reference(reference_argv, job.dir / "reference-out", {{"OMP_NUM_THREADS", "1"}});
+  const auto reference_status = reference.wait_exit(180s);
+  INFO(reference.output());
+  REQUIRE(reference_status == 0);
+  CHECK_THAT(reference.output(), Catch::Contains("resumed from"));
+  CHECK(read_file(job.dir / "reference.pt") == read_file(job.dir / "snapshot.pt"));
+}
+
+TEST_CASE("etcd: one member lost costs nothing; two lost end the job clearly, snapshot intact",
+          "[etcd]") {
+  if (!have_trainer()) {
+    WARN("ddprun-train was not built; skipping");
+    return;
+  }
+  EtcdCluster etcd(three_members());
+
+  SECTION("SIGKILL of the leader member during training: no restart") {
+    EtcdJob job(etcd);
+    job.nnodes = "2";
+    job.run_id = "one-member";
+    std::vector<std::unique_ptr<Process>> agents;
+    for (int node : {2, 3})
+      agents.push_back(job.start(node));
+    REQUIRE(job.wait_for_snapshot(120s));
+    const int leader = etcd.leader();
+    REQUIRE(leader >= 0);
+    etcd.kill(leader);
+    for (auto& agent : agents) {
+      const auto status = agent->wait_exit(180s);
+      INFO(job.all_output({2, 3}));
+      CHECK(status == 0);
+    }
+    for (int node : {2, 3}) {
+      CHECK(events_named(job.events(node), "round_formed").size() == 1);
+      CHECK(events_named(job.events(node), "restart").empty());
+    }
+  }
+
+  SECTION("SIGKILL of two members: the agents say the quorum is lost and exit non-zero") {
+    EtcdJob job(etcd);
+    job.nnodes = "2";
+    job.run_id = "quorum";
+    job.max_epochs = 1000;  // still training when the quorum goes
+    std::vector<std::unique_ptr<Process>> agents;
+    for (int node : {2, 3})
+      agents.push_back(job.start(node));
+    REQUIRE(job.wait_for_snapshot(120s));
+    etcd.kill(0);
+    etcd.kill(1);
+    for (auto& agent : agents) {
+      // Bounded by the failover budget and read_timeout, not by join_timeout or NCCL's 30 min.
+      const auto status = agent->wait_exit(90s);
+      INFO(job.all_output({2, 3}));
+      REQUIRE(status.has_value());
+      CHECK(*status != 0);
+    }
+    const std::string out = job.all_output({2, 3});
+    CHECK_THAT(out, Catch::Contains("etcd"));
+    CHECK_THAT(out, Catch::Contains("quorum"));
+    // The snapshot is whole: torch.load and a strict load of model and AdamW state accept it.
+    const std::string python = reference_python();
+    if (fs::exists(python)) {
+      Process check(
+          {python, std::string(DDPRUN_SOURCE_DIR) + "/tests/worker-runtime/check_snapshot.py",
+           job.dir / "snapshot.pt", "1", "2", "32"},
+          job.dir / "check-out");
+      const auto status = check.wait_exit(120s);
+      INFO(check.output());
+      CHECK(status == 0);
+    }
+  }
+}
+
+TEST_CASE("etcd: bad input fails clearly and in bounded time", "[etcd]") {
+  TempDir dir;
+  const auto run = [&](const std::string& endpoint, const std::string& conf,
+                       std::chrono::seconds limit) {
+    Process agent({ddprun_binary(), "--nnodes", "1", "--rdzv_backend", "etcd", "--rdzv_endpoint",
+                   endpoint, "--rdzv_id", "bad", "--rdzv_conf", conf, "--no_python", "/bin/true"},
+                  dir / "out");
+    const auto started = Clock::now();
+    const auto status = agent.wait_exit(limit);
+    return std::tuple{status, agent.output(), Clock::now() - started};
+  };
+
+  SECTION("nothing listens at the endpoint") {
+    const auto [status, out, took] =
+        run("127.0.0.1:" + std::to_string(free_port("127.0.0.1")), "join_timeout=4", 30s);
+    INFO(out);
+    REQUIRE(status == 1);
+    CHECK_THAT(out, Catch::Contains("etcd"));
+    CHECK_THAT(out, Catch::Contains("127.0.0.1"));
+    CHECK(took < 20s);
+  }
+  SECTION("the endpoint answers garbage") {
+    GarbageServer garbage;
+    const auto [status, out, took] =
+        run("127.0.0.1:" + std::to_string(garbage.port()), "join_timeout=4", 30s);
+    INFO(out);
+    REQUIRE(status == 1);
+    CHECK_THAT(out, Catch::Contains("etcd"));
+    CHECK(took < 20s);
+  }
+  SECTION("a prefix that is not an absolute key folder") {
+    const auto [status, out, took] = run("127.0.0.1:2379", "etcd_prefix=relative/path", 10s);
+    INFO(out);
+    CHECK(status == 2);
+    CHECK_THAT(out, Catch::Contains("etcd_prefix"));
+  }
+  SECTION("a bad member list and TLS keys without https") {
+    auto [status, out, took] = run("127.0.0.1:2379,,127.0.0.2:2379", "join_timeout=4", 10s);
+    INFO(out);
+    CHECK(status == 2);
+    CHECK_THAT(out, Catch::Contains("empty entry"));
+    std::tie(status, out, took) = run("127.0.0.1:2379", "cacert=/nonexistent.pem", 10s);
+    INFO(out);
+    CHECK(status == 2);
+    CHECK_THAT(out, Catch::Contains("protocol=https"));
+  }
+}
