@@ -312,6 +312,46 @@ TEST_CASE("EtcdKv compare-and-swap races between two backends add up", "[etcd]")
   CHECK((winner_a == "first" || winner_a == "second"));
 }
 
+TEST_CASE("EtcdKv tickets drawn at once by two backends get positions 1..N, each once", "[etcd]") {
+  auto& cluster = single_member();
+  Loop loop;
+  Ops ops(loop);
+  const std::string prefix = unique_prefix("tickets");
+  EtcdKv first(loop.io, options_for(cluster.endpoints(), prefix));
+  EtcdKv second(loop.io, options_for(cluster.endpoints(), prefix));
+  constexpr int kMembersPerBackend = 10;
+  // (Built with append: GCC 12 at -O3 warns falsely about "a" + std::to_string(i).)
+  const auto member = [](const char* side, int i) {
+    std::string name(side);
+    name.append(std::to_string(i));
+    return name;
+  };
+  std::vector<uint64_t> draws;
+  for (int i = 0; i < kMembersPerBackend; ++i) {
+    draws.push_back(ops.start(first, round::KvTakeTicket{"joined", member("a", i)}));
+    draws.push_back(ops.start(second, round::KvTakeTicket{"joined", member("b", i)}));
+  }
+  REQUIRE(loop.run_until(
+      [&] {
+        return std::all_of(draws.begin(), draws.end(), [&](uint64_t id) { return ops.done(id); });
+      },
+      60s));
+  // Positions are arrival order: a permutation of 1..N (etcd's count_only ignores
+  // max_create_revision, so counting that way gave every draw the total).
+  std::set<int64_t> positions;
+  for (auto id : draws) {
+    positions.insert(expect<round::KvCounter>(ops.result(id)).value);
+  }
+  CHECK(positions.size() == 2 * kMembersPerBackend);
+  CHECK(*positions.begin() == 1);
+  CHECK(*positions.rbegin() == 2 * kMembersPerBackend);
+  // A member drawing again keeps its position; the count is every member once.
+  const auto again = expect<round::KvCounter>(ops.call(first, round::KvTakeTicket{"joined", "a0"}));
+  CHECK(positions.count(again.value) == 1);
+  CHECK(expect<round::KvCounter>(ops.call(second, round::KvCountTickets{"joined"})).value ==
+        2 * kMembersPerBackend);
+}
+
 TEST_CASE("EtcdKv waits complete on a set by another backend, time out, and cancel", "[etcd]") {
   auto& cluster = single_member();
   Loop loop;
