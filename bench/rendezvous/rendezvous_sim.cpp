@@ -6,7 +6,10 @@
 //   crash    from one agent SIGKILLed (its connections just close) to the others running the
 //            next round; this includes the heartbeat loss threshold (keep_alive_interval x
 //            keep_alive_max_attempt), printed beside it.
-// Usage: rendezvous_sim --store PATH [--agents 1024,4096,16384] [--repeats 3] [--no-crash]
+// With --etcd ENDPOINTS the agents use the etcd backend against that cluster instead (each
+// simulation under a run id of its own); a crashed agent's lease then expires after its TTL.
+// Usage: rendezvous_sim --store PATH [--etcd ENDPOINTS] [--agents 1024,4096,16384]
+//        [--repeats 3] [--no-crash]
 
 #include <signal.h>
 #include <spawn.h>
@@ -18,11 +21,14 @@
 #include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <optional>
+#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "agent/headless_agent.hpp"
+#include "rendezvous/backends/etcd/etcd_options.hpp"
 
 extern char** environ;
 
@@ -81,12 +87,19 @@ class StoreProcess {
   uint16_t port_ = 0;
 };
 
-launcher::LaunchConfig agent_config(uint16_t port, int nodes, int index) {
+// Where the agents meet: a ddprun-store this process started, or an etcd cluster.
+struct Meeting {
+  uint16_t store_port = 0;
+  std::string etcd_endpoints;  // non-empty: the etcd backend
+  std::string run_id = "sim";
+};
+
+launcher::LaunchConfig agent_config(const Meeting& meeting, int nodes, int index) {
   launcher::LaunchConfig c;
   c.rdzv_backend = "c10d";
   c.rdzv_host = "127.0.0.1";
-  c.rdzv_port = port;
-  c.rdzv_id = "sim";
+  c.rdzv_port = meeting.store_port;
+  c.rdzv_id = meeting.run_id;
   c.rdzv_conf = {{"is_host", "0"},
                  {"join_timeout", "300"},
                  {"last_call_timeout", "5"},
@@ -95,6 +108,11 @@ launcher::LaunchConfig agent_config(uint16_t port, int nodes, int index) {
                  {"keep_alive_interval", std::to_string(kKeepAliveS)},
                  {"keep_alive_max_attempt", std::to_string(kKeepAliveAttempts)}};
   c.rdzv_settings = rendezvous::round::parse_rdzv_settings(c.rdzv_conf);
+  if (!meeting.etcd_endpoints.empty()) {
+    c.rdzv_backend = "etcd";
+    c.etcd = rendezvous::backends::etcd::etcd_options_from_command_line(meeting.etcd_endpoints,
+                                                                        c.rdzv_conf);
+  }
   char name[32];
   std::snprintf(name, sizeof name, "sim-%06d", index);
   c.local_addr = name;
@@ -113,11 +131,21 @@ struct Sample {
 
 class Simulation {
  public:
-  Simulation(const std::string& store_binary, int nodes) : store_(store_binary), nodes_(nodes) {
+  Simulation(const std::string& store_binary, const std::string& etcd_endpoints, int nodes)
+      : nodes_(nodes) {
+    Meeting meeting;
+    if (etcd_endpoints.empty()) {
+      store_.emplace(store_binary);
+      meeting.store_port = store_->port();
+    } else {
+      // Keys of earlier simulations stay in etcd: a fresh run id keeps them apart.
+      meeting.etcd_endpoints = etcd_endpoints;
+      meeting.run_id = "sim-" + std::to_string(std::random_device{}());
+    }
     agents_.reserve(static_cast<std::size_t>(nodes));
     for (int i = 0; i < nodes; ++i) {
       agents_.push_back(
-          std::make_unique<agent::HeadlessAgent>(io_, agent_config(store_.port(), nodes, i)));
+          std::make_unique<agent::HeadlessAgent>(io_, agent_config(meeting, nodes, i)));
     }
   }
   ~Simulation() {
@@ -181,7 +209,7 @@ class Simulation {
     }
   }
 
-  StoreProcess store_;
+  std::optional<StoreProcess> store_;
   int nodes_;
   boost::asio::io_context io_;
   std::vector<std::unique_ptr<agent::HeadlessAgent>> agents_;
@@ -206,6 +234,7 @@ std::vector<int> parse_list(const std::string& text) {
 
 int main(int argc, char** argv) {
   std::string store = "ddprun-store";
+  std::string etcd;
   std::vector<int> sizes = {256, 1024, 4096, 16384};
   int repeats = 3;
   bool crash = true;
@@ -213,6 +242,8 @@ int main(int argc, char** argv) {
     const std::string arg = argv[i];
     if (arg == "--store" && i + 1 < argc) {
       store = argv[++i];
+    } else if (arg == "--etcd" && i + 1 < argc) {
+      etcd = argv[++i];
     } else if (arg == "--agents" && i + 1 < argc) {
       sizes = parse_list(argv[++i]);
     } else if (arg == "--repeats" && i + 1 < argc) {
@@ -220,13 +251,14 @@ int main(int argc, char** argv) {
     } else if (arg == "--no-crash") {
       crash = false;
     } else {
-      std::cerr << "usage: rendezvous_sim --store PATH [--agents N,N,...] [--repeats R] "
-                   "[--no-crash]\n";
+      std::cerr << "usage: rendezvous_sim --store PATH [--etcd ENDPOINTS] [--agents N,N,...] "
+                   "[--repeats R] [--no-crash]\n";
       return 2;
     }
   }
   ::signal(SIGPIPE, SIG_IGN);
-  std::printf("Rendezvous scale simulator: headless agents on one event loop, one ddprun-store\n");
+  std::printf("Rendezvous scale simulator: headless agents on one event loop, %s\n",
+              etcd.empty() ? "one ddprun-store" : ("etcd at " + etcd).c_str());
   std::printf("(medians of %d runs; crash includes the loss threshold of %.1f s)\n\n", repeats,
               kKeepAliveS * kKeepAliveAttempts);
   std::printf("| agents | form (s) | re-form after a leave (s) | re-form after a crash (s) |\n");
@@ -235,7 +267,7 @@ int main(int argc, char** argv) {
     std::vector<double> form, leave, killed;
     try {
       for (int r = 0; r < repeats; ++r) {
-        Simulation sim(store, n);
+        Simulation sim(store, etcd, n);
         const Sample s = sim.run(crash && n >= 3);
         form.push_back(s.form_s);
         leave.push_back(s.leave_s);
