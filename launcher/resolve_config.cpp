@@ -283,6 +283,9 @@ ResolvedLaunch resolve_launch(const ParsedCommandLine& parsed, const Environment
         parse_seconds(*legacy, "--shutdown-timeout (from TORCH_ELASTIC_SHUTDOWN_TIMEOUT)", false);
     values.override_source("shutdown_timeout", "env:TORCH_ELASTIC_SHUTDOWN_TIMEOUT");
   }
+  if (auto v = values.get("watchdog_timeout")) {
+    config.watchdog_timeout_s = parse_seconds(v->text, label("watchdog_timeout", *v), true);
+  }
   if (auto v = values.get("exit_barrier_timeout")) {
     config.exit_barrier_timeout_s =
         parse_seconds(v->text, label("exit_barrier_timeout", *v), false);
