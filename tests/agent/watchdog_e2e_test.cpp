@@ -181,7 +181,8 @@ TEST_CASE("watchdog timeout: a stopped trainer is reported and killed; the job r
   }
   TempDir dir;
   const std::string trainer_log = dir / "agent";
-  // Long enough an epoch that the first attempt is still running when the test stops it.
+  // About 20 ms a step here (4 s an attempt): the first attempt is still running, by a wide
+  // margin, when the test stops it after its first step; a tinier model finishes in 0.3 s.
   std::vector<std::string> argv{ddprun_binary(),
                                 "--standalone",
                                 "--nproc_per_node",
@@ -197,11 +198,11 @@ TEST_CASE("watchdog timeout: a stopped trainer is reported and killed; the job r
                                 "--events-file",
                                 dir / "events",
                                 "train",
-                                "gpt_config.n_layer=1",
+                                "gpt_config.n_layer=2",
                                 "gpt_config.n_head=2",
-                                "gpt_config.n_embd=32",
-                                "data_config.block_size=32",
-                                "trainer_config.batch_size=8",
+                                "gpt_config.n_embd=64",
+                                "data_config.block_size=64",
+                                "trainer_config.batch_size=32",
                                 "trainer_config.eval_batches=1",
                                 "trainer_config.log_every=1",
                                 "trainer_config.save_every=1",
