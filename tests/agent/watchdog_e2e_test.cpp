@@ -272,3 +272,24 @@ TEST_CASE("file timer: malformed requests in the FIFO give one warning; the job 
   CHECK(events_named(dir / "events", "hang").empty());
   CHECK(events_named(dir / "events", "failure").empty());
 }
+
+TEST_CASE("watchdog timeout: restarts exhausted, the failure table names the hung rank") {
+  TempDir dir;
+  // Beats once (armed), then sleeps without beating; no restart is allowed.
+  Process agent({ddprun_binary(), "--standalone", "--nproc_per_node", "1", "--watchdog-timeout",
+                 "1", "--log_dir", dir / "logs", "--events-file", dir / "events", "--no_python",
+                 "/bin/sh", "-c", "printf . >&3; exec sleep 60"},
+                dir / "agent", {{"OMP_NUM_THREADS", "1"}});
+  const auto status = agent.wait_exit(30s);
+  const std::string output = agent.output();
+  INFO(output);
+  REQUIRE(status == 1);
+  const auto root = output.find("Root Cause (first observed failure):");
+  REQUIRE(root != std::string::npos);
+  const std::string table = output.substr(root);
+  CHECK(table.find("exitcode  : -9") != std::string::npos);
+  CHECK(table.find("hung: no heartbeat for ") != std::string::npos);
+  CHECK(table.find("stuck at: ") != std::string::npos);
+  CHECK(table.find("/attempt_0/stacks/rank0.txt") != std::string::npos);
+  CHECK(lines_with(output, ") hung: no heartbeat for ").size() == 1);
+}
