@@ -324,6 +324,7 @@ void AgentLoop::after_reap() {
         failure_timer_.async_wait([this](const boost::system::error_code& error) {
           if (!error && group_) {
             group_->reap();
+            watchdog_.worker_exited(group_->workers());
             after_reap();
           }
         });
