@@ -273,23 +273,56 @@ TEST_CASE("file timer: malformed requests in the FIFO give one warning; the job 
   CHECK(events_named(dir / "events", "failure").empty());
 }
 
-TEST_CASE("watchdog timeout: restarts exhausted, the failure table names the hung rank") {
+TEST_CASE("watchdog timeout: restarts exhausted, every node's failure table names the hung rank") {
   TempDir dir;
-  // Beats once (armed), then sleeps without beating; no restart is allowed.
-  Process agent({ddprun_binary(), "--standalone", "--nproc_per_node", "1", "--watchdog-timeout",
-                 "1", "--log_dir", dir / "logs", "--events-file", dir / "events", "--no_python",
-                 "/bin/sh", "-c", "printf . >&3; exec sleep 60"},
-                dir / "agent", {{"OMP_NUM_THREADS", "1"}});
-  const auto status = agent.wait_exit(30s);
-  const std::string output = agent.output();
-  INFO(output);
-  REQUIRE(status == 1);
-  const auto root = output.find("Root Cause (first observed failure):");
-  REQUIRE(root != std::string::npos);
-  const std::string table = output.substr(root);
-  CHECK(table.find("exitcode  : -9") != std::string::npos);
-  CHECK(table.find("hung: no heartbeat for ") != std::string::npos);
-  CHECK(table.find("stuck at: ") != std::string::npos);
-  CHECK(table.find("/attempt_0/stacks/rank0.txt") != std::string::npos);
-  CHECK(lines_with(output, ") hung: no heartbeat for ").size() == 1);
+  // Rank 1 beats once (armed), then sleeps without beating; no restart is allowed.
+  const std::string port = std::to_string(free_port("127.0.0.2"));
+  std::vector<std::unique_ptr<Process>> agents;
+  for (int node : {2, 3}) {
+    const std::string name = std::to_string(node);
+    agents.push_back(std::make_unique<Process>(
+        std::vector<std::string>{ddprun_binary(),
+                                 "--nnodes",
+                                 "2",
+                                 "--nproc_per_node",
+                                 "1",
+                                 "--rdzv_backend",
+                                 "c10d",
+                                 "--rdzv_endpoint",
+                                 "127.0.0.2:" + port,
+                                 "--rdzv_id",
+                                 "silent",
+                                 "--rdzv_conf",
+                                 kFastRdzv + (node == 2 ? ",is_host=1" : ",is_host=0"),
+                                 "--local_addr",
+                                 "127.0.0." + name,
+                                 "--watchdog-timeout",
+                                 "1",
+                                 "--shutdown_timeout",
+                                 "3",
+                                 "--log_dir",
+                                 dir / ("logs-" + name),
+                                 "--no_python",
+                                 "/bin/sh",
+                                 "-c",
+                                 "if [ $RANK = 1 ]; then printf . >&3; fi; exec sleep 60"},
+        dir / ("agent-" + name), std::map<std::string, std::string>{{"OMP_NUM_THREADS", "1"}}));
+  }
+  int hung_lines = 0;
+  for (auto& agent : agents) {
+    const auto status = agent->wait_exit(30s);
+    const std::string output = agent->output();
+    INFO(output);
+    REQUIRE(status == 1);
+    const auto root = output.find("Root Cause (first observed failure):");
+    REQUIRE(root != std::string::npos);
+    const std::string table = output.substr(root);
+    CHECK(table.find("rank      : 1 (local_rank: 0)") != std::string::npos);
+    CHECK(table.find("exitcode  : -9") != std::string::npos);
+    CHECK(table.find("traceback : hung: no heartbeat for ") != std::string::npos);
+    CHECK(table.find("stuck at: ") != std::string::npos);
+    CHECK(table.find("/attempt_0/stacks/rank1.txt") != std::string::npos);
+    hung_lines += static_cast<int>(lines_with(output, ") hung: no heartbeat for ").size());
+  }
+  CHECK(hung_lines == 1);  // the stderr line is the hung rank's own node's
 }
