@@ -326,3 +326,22 @@ TEST_CASE("watchdog timeout: restarts exhausted, every node's failure table name
   }
   CHECK(hung_lines == 1);  // the stderr line is the hung rank's own node's
 }
+
+TEST_CASE("watchdog timeout: with --log_dir /dev/null the stacks go to a temporary folder") {
+  TempDir dir;
+  Process agent(
+      {ddprun_binary(), "--standalone", "--nproc_per_node", "1", "--watchdog-timeout", "1",
+       "--log_dir", "/dev/null", "--no_python", "/bin/sh", "-c", "printf . >&3; exec sleep 60"},
+      dir / "agent", {{"OMP_NUM_THREADS", "1"}, {"TMPDIR", dir.path()}});
+  const auto status = agent.wait_exit(30s);
+  INFO(agent.output());
+  REQUIRE(status == 1);
+  const auto lines = lines_with(agent.output(), ") hung: no heartbeat for ");
+  REQUIRE(lines.size() == 1);
+  const std::string marker = "; stacks: " + dir.path() + "/ddprun_stacks_";
+  const auto at = lines[0].find(marker);
+  REQUIRE(at != std::string::npos);
+  const std::string stack_file = lines[0].substr(at + 10, lines[0].find(' ', at + 10) - at - 10);
+  CHECK(stack_file.ends_with("/stacks/rank0.txt"));
+  CHECK(fs::exists(stack_file));  // kept after the agent exits: it is the evidence
+}
