@@ -404,6 +404,8 @@ TEST_CASE("bad values name the option as the user wrote it") {
   CHECK_THAT(
       message({"--watchdog-timeout", "soon"}),
       Catch::Contains("'soon' is not a number; expected a number of seconds greater than 0"));
+  CHECK_THAT(message({"--watchdog-timeout", "1e300"}),
+             Catch::StartsWith("--watchdog-timeout: '1e300' is out of range"));
   CHECK_THAT(message({}, {{"PET_WATCHDOG_TIMEOUT", "nan"}}),
              Catch::StartsWith("--watchdog-timeout (from PET_WATCHDOG_TIMEOUT)"));
 }
