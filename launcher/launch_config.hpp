@@ -44,7 +44,7 @@ struct LaunchConfig {
   std::string rdzv_host;      // parsed from rdzv_endpoint (or master_addr for static)
   std::optional<uint16_t> rdzv_port;
   std::string rdzv_id = "none";
-  std::map<std::string, std::string> rdzv_conf;  // every k=v of --rdzv_conf, validated
+  std::map<std::string, std::string> rdzv_conf;   // every k=v of --rdzv_conf, validated
   rendezvous::round::RdzvSettings rdzv_settings;  // the round protocol's keys, parsed once
   bool standalone = false;
   int node_rank = 0;
