@@ -68,7 +68,8 @@ AgentLoop::AgentLoop(const launcher::LaunchConfig& config, SignalChannel& signal
       failure_timer_(io_),
       kill_timer_(io_),
       reap_timer_(io_),
-      close_timer_(io_) {
+      close_timer_(io_),
+      watchdog_(io_, config, inherited_env_, events, host_, [this] { end_open_console_lines(); }) {
   const char* templ = std::getenv("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE");
   prefix_template_ = templ != nullptr ? templ : std::string(kDefaultPrefixTemplate);
 }
@@ -77,6 +78,7 @@ AgentLoop::~AgentLoop() {
   // Workers first (the destructor kills what still runs), then the rendezvous.
   pump_fds_.clear();
   group_.reset();
+  watchdog_.group_gone();
   driver_.reset();
 }
 
@@ -118,6 +120,7 @@ void AgentLoop::on_signals() {
   const SignalChannel::Drained drained = signals_.drain();
   if (drained.child_exited && group_) {
     group_->reap();
+    watchdog_.worker_exited(group_->workers());
     after_reap();
   }
   for (int sig : drained.handled_signals) {
@@ -169,6 +172,14 @@ std::vector<WorkerLaunch> AgentLoop::plan_workers(const RoundInfo& round) {
     throw std::runtime_error("no worker command was given");
   const std::string attempt_dir =
       logs_.prepare_attempt(round.run_id, round.restart_count, config_.nproc_per_node);
+  std::vector<WorkerLaunch> launches = plan_launches(round, attempt_dir);
+  // Before the spawn: the workers' env names the FIFO and heartbeat descriptor.
+  watchdog_.prepare_group(launches, attempt_dir);
+  return launches;
+}
+
+std::vector<WorkerLaunch> AgentLoop::plan_launches(const RoundInfo& round,
+                                                   const std::string& attempt_dir) const {
   std::vector<WorkerLaunch> launches;
   for (int local_rank = 0; local_rank < config_.nproc_per_node; ++local_rank) {
     WorkerLaunch launch;
@@ -190,6 +201,7 @@ std::vector<WorkerLaunch> AgentLoop::plan_workers(const RoundInfo& round) {
 void AgentLoop::start_workers(const RoundInfo& round) {
   pump_fds_.clear();
   group_.reset();
+  watchdog_.group_gone();
   round_ = round;
   outcome_reported_ = false;
   stopping_ = false;
@@ -207,6 +219,7 @@ void AgentLoop::start_workers(const RoundInfo& round) {
     failure.exit_code = 1;
     failure.message = std::string("cannot start the workers: ") + error.what();
     outcome_reported_ = true;
+    watchdog_.group_gone();
     report_local_failures({failure});
     driver_->feed(round::WorkersFailed{{failure}});
     return;
@@ -217,6 +230,7 @@ void AgentLoop::start_workers(const RoundInfo& round) {
     pids.push_back(worker.pid);
   fields["pids"] = pids;
   events_.record("workers_started", fields);
+  watchdog_.group_started(group_->workers());
   for (std::size_t i = 0; i < group_->output_pumps().size(); ++i) {
     OutputPump& pump = group_->output_pumps()[i];
     pump_fds_.push_back(
@@ -255,6 +269,9 @@ std::vector<WorkerFailure> AgentLoop::local_failures() const {
       if (content->timestamp_s)
         failure.timestamp_s = *content->timestamp_s;
     }
+    // A worker the watchdog killed: its story is the hang, not the signal.
+    if (auto hang = watchdog_.hang_message(worker.pid))
+      failure.message = *hang;
     failures.push_back(std::move(failure));
   }
   std::stable_sort(failures.begin(), failures.end(), [](const auto& a, const auto& b) {
@@ -311,6 +328,7 @@ void AgentLoop::after_reap() {
         failure_timer_.async_wait([this](const boost::system::error_code& error) {
           if (!error && group_) {
             group_->reap();
+            watchdog_.worker_exited(group_->workers());
             after_reap();
           }
         });
@@ -331,6 +349,7 @@ void AgentLoop::stop_workers(int signal) {
     return;
   }
   stopping_ = true;
+  watchdog_.stop_watching();
   // The same signal first (a trainer snapshots on SIGTERM), SIGKILL after the timeout.
   group_->signal_all(signal);
   expire_after(kill_timer_, config_.shutdown_timeout_s);
@@ -363,6 +382,7 @@ void AgentLoop::workers_gone() {
   }
   pump_fds_.clear();
   group_.reset();
+  watchdog_.group_gone();
   stopping_ = false;
   driver_->feed(round::WorkersStopped{});
 }

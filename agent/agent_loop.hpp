@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "agent/event_log.hpp"
+#include "agent/hang_watchdog.hpp"
 #include "agent/log_layout.hpp"
 #include "agent/round_types.hpp"
 #include "agent/signal_channel.hpp"
@@ -51,6 +52,8 @@ class AgentLoop final : public rendezvous::backends::RoundListener {
   void after_reap();
   void workers_gone();
   std::vector<WorkerLaunch> plan_workers(const RoundInfo& round);
+  std::vector<WorkerLaunch> plan_launches(const RoundInfo& round,
+                                          const std::string& attempt_dir) const;
   std::vector<WorkerFailure> local_failures() const;
   void end_open_console_lines();
   void report_local_failures(const std::vector<WorkerFailure>& failures);
@@ -81,6 +84,8 @@ class AgentLoop final : public rendezvous::backends::RoundListener {
   boost::asio::steady_timer kill_timer_;
   boost::asio::steady_timer reap_timer_;
   boost::asio::steady_timer close_timer_;
+  // After io_: its descriptors and timers belong to io_ and must go first.
+  HangWatchdog watchdog_;
 
   std::optional<int> exit_status_;
 };

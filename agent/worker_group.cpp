@@ -95,8 +95,8 @@ int WorkerGroup::duplicate_fd(const std::string& path) {
 void WorkerGroup::start_worker(const WorkerLaunch& launch, const sigset_t& child_mask) {
   StreamWiring out = wire_stream(launch.logs.out);
   StreamWiring err = wire_stream(launch.logs.err);
-  WorkerCommand command{launch.argv, launch.env, out.child_end.get(), err.child_end.get(),
-                        launch.cpu_affinity};
+  WorkerCommand command{launch.argv,         launch.env,          out.child_end.get(),
+                        err.child_end.get(), launch.cpu_affinity, launch.heartbeat_fd};
   WorkerRecord record;
   record.local_rank = launch.local_rank;
   record.global_rank = launch.global_rank;

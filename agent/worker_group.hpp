@@ -36,6 +36,7 @@ struct WorkerLaunch {
   WorkerLogPlan logs;
   std::string console_prefix;     // for --tee'd streams
   std::vector<int> cpu_affinity;  // --numa-binding: the worker's CPUs; empty: no binding
+  int heartbeat_fd = -1;          // --watchdog-timeout: the write end of its heartbeat pipe
 };
 
 // torchrun's default --monitor-interval: how long the group keeps collecting failures after the

@@ -11,6 +11,8 @@
 #include <memory>
 #include <stdexcept>
 
+#include "agent/heartbeat_channel.hpp"
+
 namespace ddprun::agent {
 
 namespace {
@@ -104,7 +106,14 @@ void write_all_raw(int fd, const char* text, std::size_t size) {
   default_action.sa_handler = SIG_DFL;
   ::sigaction(SIGPIPE, &default_action, nullptr);
   ::sigprocmask(SIG_SETMASK, &child_mask, nullptr);
-  ::close_range(3, ~0U, 0);  // the agent's sockets and pipes are not the worker's
+  unsigned first_to_close = 3;
+  if (command.heartbeat_fd >= 0) {
+    const int after = HeartbeatChannel::install_in_child(command.heartbeat_fd);
+    if (after < 0)
+      exit_with_reason("ddprun: cannot pass the heartbeat pipe to the worker: ", errno);
+    first_to_close = static_cast<unsigned>(after);
+  }
+  ::close_range(first_to_close, ~0U, 0);  // the agent's sockets and pipes are not the worker's
   // Threads the worker starts later inherit the binding, as under numactl --physcpubind.
   if (image.cpus && ::sched_setaffinity(0, image.cpus_size, image.cpus.get()) != 0)
     exit_with_reason(image.bind_error_prefix, errno);

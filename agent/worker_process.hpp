@@ -21,6 +21,7 @@ struct WorkerCommand {
   int stdout_fd = -1;  // dup'ed onto 1 in the child; -1 inherits the agent's
   int stderr_fd = -1;
   std::vector<int> cpu_affinity;  // logical CPUs the worker may run on; empty: the agent's
+  int heartbeat_fd = -1;  // --watchdog-timeout: put at HeartbeatChannel::kWorkerFd; -1: none
 };
 
 // The program execve() runs: argv0 itself when it contains '/', else the first executable

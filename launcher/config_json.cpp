@@ -78,6 +78,7 @@ nlohmann::json launch_config_to_json(const LaunchConfig& config) {
   json["timer_file"] = optional_json(config.timer_file);
   json["use_libuv"] = config.use_libuv;
   json["events_file"] = optional_json(config.events_file);
+  json["watchdog_timeout"] = optional_json(config.watchdog_timeout_s);
   json["entry_kind"] = entry_kind_name(config.entry_kind);
   json["run_path"] = config.run_path;
   json["entry_point"] = config.entry_point;

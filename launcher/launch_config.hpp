@@ -80,6 +80,8 @@ struct LaunchConfig {
   std::optional<std::string> numa_binding;  // node|socket|exclusive|core-complex
   std::vector<std::vector<int>> numa_cpus;  // --numa-binding: CPUs per local rank
   std::optional<std::string> events_file;   // ddprun: one JSON line per agent event
+  // ddprun: --watchdog-timeout, the progress watchdog (agent/hang_watchdog); nullopt: off.
+  std::optional<double> watchdog_timeout_s;
 
   // Environment variables torchrun reads, parsed here once (for --print-config; the agent's
   // file-timer setup, agent/file_timer_setup, applies the watchdog's contract at each start).

@@ -129,6 +129,13 @@ constexpr std::array kOptions{
                "SECONDS",
                "How long a node whose workers finished waits for the other nodes "
                "(torchrun has no option: always 300). Default 300."},
+    OptionSpec{"watchdog_timeout", "watchdog-timeout", '\0', kValue, kExtras, true, "SECONDS",
+               "Hang watchdog, opt-in per worker: a worker that has written a byte to fd "
+               "$DDPRUN_HEARTBEAT_FD once (Python, per step: "
+               "os.write(int(os.environ[\"DDPRUN_HEARTBEAT_FD\"]), b\".\"); `train` beats "
+               "every step) and is then silent this long has its node's stacks captured "
+               "(<log-dir>/<run>/attempt_<n>/stacks/), is reported and SIGKILLed, and the group "
+               "restarts within --max-restarts. Default off."},
     OptionSpec{"version", "", '\0', kFlag, kExtras, false, "", "Print the version and exit."},
     OptionSpec{"help", "", 'h', kFlag, kExtras, false, "", "Print this help and exit."},
 };

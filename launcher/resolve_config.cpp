@@ -316,6 +316,15 @@ ResolvedLaunch resolve_launch(const ParsedCommandLine& parsed, const Environment
         parse_seconds(*legacy, "--shutdown-timeout (from TORCH_ELASTIC_SHUTDOWN_TIMEOUT)", false);
     values.override_source("shutdown_timeout", "env:TORCH_ELASTIC_SHUTDOWN_TIMEOUT");
   }
+  if (auto v = values.get("watchdog_timeout")) {
+    // Bounded so the agent's deadline arithmetic cannot overflow; a year is "never" here.
+    constexpr double kMaxWatchdogTimeoutS = 365.0 * 24 * 3600;
+    const std::string option = label("watchdog_timeout", *v);
+    config.watchdog_timeout_s = parse_seconds(v->text, option, true);
+    if (*config.watchdog_timeout_s > kMaxWatchdogTimeoutS)
+      throw UsageError(option, "'" + v->text + "' is out of range",
+                       "a number of seconds greater than 0, at most 31536000 (a year)");
+  }
   if (auto v = values.get("exit_barrier_timeout")) {
     config.exit_barrier_timeout_s =
         parse_seconds(v->text, label("exit_barrier_timeout", *v), false);

@@ -44,3 +44,11 @@ ddprun_add_test(NAME agent_watchdog_process_test
           ${CMAKE_CURRENT_SOURCE_DIR}/watchdog_stack_test.cpp
   LIBS ddprun_agent_watchdog_for_tests
   LABELS integration TIMEOUT 90)
+
+# End to end: the real ddprun binary with the watchdogs wired into its event loop (file timer
+# with PyTorch's FileTimerClient and gloo, --watchdog-timeout with the bundled trainer, garbage
+# in the FIFO). Each case is bounded well under a minute.
+ddprun_add_test(NAME agent_watchdog_e2e_test
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/watchdog_e2e_test.cpp
+  LIBS ddprun_agent_watchdog_for_tests nlohmann_json::nlohmann_json
+  LABELS integration TIMEOUT 180)

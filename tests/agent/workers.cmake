@@ -5,6 +5,7 @@ set(agent_supervision_sources
   ${PROJECT_SOURCE_DIR}/agent/error_file.cpp
   ${PROJECT_SOURCE_DIR}/agent/event_log.cpp
   ${PROJECT_SOURCE_DIR}/agent/failure_summary.cpp
+  ${PROJECT_SOURCE_DIR}/agent/heartbeat_channel.cpp
   ${PROJECT_SOURCE_DIR}/agent/log_layout.cpp
   ${PROJECT_SOURCE_DIR}/agent/log_prefix.cpp
   ${PROJECT_SOURCE_DIR}/agent/output_pump.cpp

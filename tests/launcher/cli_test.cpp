@@ -215,6 +215,8 @@ TEST_CASE("--help lists every torchrun option in both spellings and documents ex
       "--print-config",
       "--events-file",
       "--exit-barrier-timeout",
+      "--watchdog-timeout",
+      "--watchdog_timeout",
       "--version",
       "--help",
   };

@@ -65,6 +65,7 @@ std::vector<OptionCase> option_cases() {
       {"virtual_local_rank", "", "/virtual_local_rank", true},
       {"events_file", "/tmp/events.jsonl", "/events_file", "/tmp/events.jsonl"},
       {"exit_barrier_timeout", "60", "/exit_barrier_timeout", 60.0},
+      {"watchdog_timeout", "2.5", "/watchdog_timeout", 2.5},
   };
 }
 
@@ -192,6 +193,7 @@ TEST_CASE("defaults match torchrun") {
   CHECK(config["file_timer_enabled"] == false);
   CHECK(config["timer_file"].is_null());
   CHECK(config["use_libuv"] == true);
+  CHECK(config["watchdog_timeout"].is_null());
 }
 
 TEST_CASE("options after the entry point belong to the script") {
@@ -396,4 +398,14 @@ TEST_CASE("bad values name the option as the user wrote it") {
   CHECK_THAT(message({"--local_ranks_filter", "0,a"}), Catch::StartsWith("--local_ranks_filter"));
   CHECK_THAT(message({"--master_port", "70000"}), Catch::StartsWith("--master_port"));
   CHECK_THAT(message({"--events-file="}), Catch::StartsWith("--events-file: empty"));
+  CHECK_THAT(message({"--watchdog-timeout", "0"}),
+             Catch::StartsWith("--watchdog-timeout: '0' is out of range"));
+  CHECK_THAT(message({"--watchdog_timeout", "-3"}), Catch::StartsWith("--watchdog_timeout: '-3'"));
+  CHECK_THAT(
+      message({"--watchdog-timeout", "soon"}),
+      Catch::Contains("'soon' is not a number; expected a number of seconds greater than 0"));
+  CHECK_THAT(message({"--watchdog-timeout", "1e300"}),
+             Catch::StartsWith("--watchdog-timeout: '1e300' is out of range"));
+  CHECK_THAT(message({}, {{"PET_WATCHDOG_TIMEOUT", "nan"}}),
+             Catch::StartsWith("--watchdog-timeout (from PET_WATCHDOG_TIMEOUT)"));
 }
