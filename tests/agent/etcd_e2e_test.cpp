@@ -8,6 +8,8 @@
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
+#include <random>
+#include <regex>
 #include <thread>
 
 #include "e2e_support.hpp"
@@ -352,4 +354,195 @@ TEST_CASE("etcd: bad input fails clearly and in bounded time", "[etcd]") {
     CHECK(status == 2);
     CHECK_THAT(out, Catch::Contains("protocol=https"));
   }
+}
+
+namespace {
+
+// Every "<what> ... finished epoch N" number in text, in order.
+std::vector<int> epochs_after(const std::string& text, const std::string& what) {
+  std::vector<int> epochs;
+  const std::regex pattern(what + R"([^\n]*?: finished epoch (\d+)|)" + what +
+                           R"([^\n]*? \(finished epoch (\d+))");
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), pattern);
+       it != std::sregex_iterator(); ++it) {
+    epochs.push_back(std::stoi((*it)[1].matched ? (*it)[1].str() : (*it)[2].str()));
+  }
+  return epochs;
+}
+
+int env_int(const char* name, int fallback) {
+  const char* value = std::getenv(name);
+  return value != nullptr && *value != '\0' ? std::stoi(value) : fallback;
+}
+
+// Pids of processes whose command line mentions needle (the test's own folder).
+std::vector<pid_t> processes_mentioning(const std::string& needle) {
+  std::vector<pid_t> found;
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos)
+      continue;
+    std::string cmdline = read_file(entry.path() / "cmdline");
+    std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+    if (cmdline.find(needle) != std::string::npos && process_running(std::stoi(name)))
+      found.push_back(std::stoi(name));
+  }
+  return found;
+}
+
+// Three agents training on a 3-member etcd; faults go to the agents (new processes replace
+// the killed ones, as a scheduler would), their workers and the etcd members.
+class ChaosJob {
+ public:
+  ChaosJob(const EtcdCluster& etcd, int max_epochs) : job_(etcd) {
+    job_.nnodes = "1:3";
+    job_.run_id = "chaos";
+    job_.max_epochs = max_epochs;
+    for (int node : kNodes)
+      start(node);
+  }
+  const EtcdJob& job() const { return job_; }
+
+  void start(int node) {
+    auto argv = job_.agent_argv(node);
+    // A new process per start: its own output and events, and restarts enough for every fault.
+    const int generation = ++generations_[node];
+    const std::string tag = std::to_string(node) + "-" + std::to_string(generation);
+    for (std::size_t i = 0; i + 1 < argv.size(); ++i) {
+      if (argv[i] == "--events-file")
+        argv[i + 1] = job_.dir / ("events-" + tag);
+      if (argv[i] == "--max_restarts")
+        argv[i + 1] = "100";
+    }
+    outputs_.push_back(job_.dir / ("agent-" + tag));
+    agents_[node] = std::make_unique<Process>(
+        argv, outputs_.back(), std::map<std::string, std::string>{{"OMP_NUM_THREADS", "1"}});
+  }
+  std::string events(int node) const {
+    return job_.dir /
+           ("events-" + std::to_string(node) + "-" + std::to_string(generations_.at(node)));
+  }
+  Process& agent(int node) { return *agents_.at(node); }
+  std::string all_output() const {
+    std::string text;
+    for (const auto& path : outputs_)
+      text += "--- " + path + ":\n" + read_file(path);
+    return text;
+  }
+  std::vector<int> written() const { return epochs_after(all_output(), "snapshot: wrote"); }
+  std::vector<int> resumed() const { return epochs_after(all_output(), "resumed from"); }
+  int head() const {
+    for (int node : kNodes) {
+      if (latest_group_rank(events(node)) == 0)
+        return node;
+    }
+    return -1;
+  }
+  // Waits until text satisfies done, polling every file (any agent may print it).
+  template <class Done>
+  bool wait_for(Done done, std::chrono::seconds limit) const {
+    const auto deadline = Clock::now() + limit;
+    while (Clock::now() < deadline) {
+      if (done())
+        return true;
+      // Any agent's output may change: watch the folder's newest output, bounded.
+      wait_for_file(
+          outputs_.back(), [](const std::string&) { return false; }, 100ms);
+    }
+    return done();
+  }
+
+  static constexpr int kNodes[] = {2, 3, 4};
+
+ private:
+  EtcdJob job_;
+  std::map<int, std::unique_ptr<Process>> agents_;
+  std::map<int, int> generations_;
+  std::vector<std::string> outputs_;
+};
+
+}  // namespace
+
+TEST_CASE(
+    "etcd chaos: 20 faults of workers, agents (head included) and one member; the job "
+    "finishes, resuming from the last snapshot each time",
+    "[etcd][chaos]") {
+  if (!have_trainer()) {
+    WARN("ddprun-train was not built; skipping");
+    return;
+  }
+  // bench/chaos/run.sh runs the longer version: more faults, other seeds.
+  const int kFaults = env_int("DDPRUN_CHAOS_FAULTS", 20);
+  const auto seed = static_cast<std::uint32_t>(env_int("DDPRUN_CHAOS_SEED", 20261204));
+  const int kMaxEpochs = 3 * kFaults + 10;
+  EtcdCluster etcd(three_members());
+  ChaosJob chaos(etcd, kMaxEpochs);
+  std::mt19937 random(seed);  // fixed: the same faults in the same order every run
+  INFO("seed " << seed << ", " << kFaults << " faults");
+  REQUIRE(chaos.job().wait_for_snapshot(120s));
+
+  enum Fault { kWorker, kAgent, kHeadAgent, kEtcdMember };
+  const char* fault_names[] = {"worker", "agent", "head agent", "etcd member"};
+  for (int fault = 0; fault < kFaults; ++fault) {
+    const auto written_before = chaos.written();
+    REQUIRE(!written_before.empty());
+    const int last_snapshot = *std::max_element(written_before.begin(), written_before.end());
+    INFO("fault " << fault << " after the snapshot of epoch " << last_snapshot);
+    REQUIRE(last_snapshot < kMaxEpochs - 2);  // the job must still be training
+    auto resumes_before = chaos.resumed();
+    std::sort(resumes_before.begin(), resumes_before.end());
+    const auto kind = static_cast<Fault>(random() % 4);
+    INFO(fault_names[kind]);
+
+    if (kind == kEtcdMember) {
+      const int member = static_cast<int>(random() % 3);
+      etcd.kill(member);
+      // Nothing restarts: training goes on through the next snapshot.
+      REQUIRE(chaos.wait_for([&] { return chaos.written().size() > written_before.size(); }, 120s));
+      CHECK(chaos.resumed().size() == resumes_before.size());
+      etcd.restart(member);
+      continue;
+    }
+    int node = static_cast<int>(ChaosJob::kNodes[random() % 3]);
+    if (kind == kHeadAgent)
+      node = chaos.head();
+    REQUIRE(node > 0);
+    if (kind == kWorker) {
+      const auto pids = latest_worker_pids(chaos.events(node));
+      REQUIRE(!pids.empty());
+      ::kill(pids.front(), SIGKILL);
+    } else {
+      chaos.agent(node).signal(SIGKILL);
+      REQUIRE(chaos.agent(node).wait_exit(10s) == 128 + SIGKILL);
+      chaos.start(node);
+    }
+    // The job re-forms and resumes from the last snapshot, not from an older one.
+    REQUIRE(chaos.wait_for([&] { return chaos.resumed().size() > resumes_before.size(); }, 120s));
+    if (kind != kWorker) {
+      // The replacement agent is in the job (its scale-up re-form has happened).
+      REQUIRE(chaos.wait_for(
+          [&] { return !events_named(chaos.events(node), "workers_started").empty(); }, 120s));
+    }
+    REQUIRE(chaos.wait_for([&] { return chaos.written().size() > written_before.size(); }, 120s));
+    // Outputs are read file by file: the new resumes are what was not there before.
+    auto resumed = chaos.resumed();
+    std::sort(resumed.begin(), resumed.end());
+    std::vector<int> new_resumes;
+    std::set_difference(resumed.begin(), resumed.end(), resumes_before.begin(),
+                        resumes_before.end(), std::back_inserter(new_resumes));
+    REQUIRE(!new_resumes.empty());
+    for (int epoch : new_resumes) {
+      CHECK(epoch >= last_snapshot);
+    }
+  }
+
+  for (int node : ChaosJob::kNodes) {
+    const auto status = chaos.agent(node).wait_exit(300s);
+    INFO(chaos.all_output());
+    CHECK(status == 0);
+  }
+  CHECK_THAT(chaos.all_output(),
+             Catch::Contains("done: " + std::to_string(kMaxEpochs) + " epochs"));
+  // Nothing is left running: no agent, no worker.
+  CHECK(processes_mentioning(chaos.job().dir.path()).empty());
 }
