@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "e2e_support.hpp"
+#include "events_file.hpp"
 #include "terminal_run.hpp"
 #include "tests/rendezvous/child_process.hpp"
 
@@ -29,33 +30,15 @@ struct Job {
   std::string script;  // the worker: /bin/sh -c script, with $DIR set to dir
 
   std::vector<std::string> agent_argv(int node) const {
-    return {ddprun_binary(),
-            "--nnodes",
-            nnodes,
-            "--nproc_per_node",
-            "2",
-            "--rdzv_backend",
-            "c10d",
-            "--rdzv_endpoint",
-            "127.0.0.2:" + std::to_string(port),
-            "--rdzv_id",
-            "e2e",
+    return {ddprun_binary(), "--nnodes", nnodes, "--nproc_per_node", "2", "--rdzv_backend", "c10d",
+            "--rdzv_endpoint", "127.0.0.2:" + std::to_string(port), "--rdzv_id", "e2e",
             "--rdzv_conf",
             // Agents of one machine may all host a loopback endpoint (the first bind wins, as
             // torchrun): pin the host so the tests know which agent a kill takes the store with.
-            rdzv_conf + (node == 2 ? ",is_host=1" : ",is_host=0"),
-            "--local_addr",
-            "127.0.0." + std::to_string(node),
-            "--max_restarts",
-            std::to_string(max_restarts),
-            "--shutdown_timeout",
-            "3",
-            "--events-file",
-            events(node),
-            "--no_python",
-            "/bin/sh",
-            "-c",
-            script};
+            rdzv_conf + (node == 2 ? ",is_host=1" : ",is_host=0"), "--local_addr",
+            "127.0.0." + std::to_string(node), "--max_restarts", std::to_string(max_restarts),
+            "--shutdown_timeout", "3", "--events-file", events(node), "--no_python", "/bin/sh",
+            "-c", script};
   }
   std::string events(int node) const { return dir / ("events-" + std::to_string(node)); }
   std::unique_ptr<Process> start(int node) const {
@@ -75,33 +58,6 @@ bool blocks_sigterm(pid_t pid) {
     }
   }
   return false;
-}
-
-std::vector<json> read_events(const std::string& path) {
-  std::vector<json> events;
-  std::istringstream lines(read_file(path));
-  for (std::string line; std::getline(lines, line);) {
-    if (!line.empty())
-      events.push_back(json::parse(line));
-  }
-  return events;
-}
-
-std::vector<json> events_named(const std::string& path, const std::string& name) {
-  std::vector<json> matching;
-  for (auto& event : read_events(path)) {
-    if (event["event"] == name)
-      matching.push_back(event);
-  }
-  return matching;
-}
-
-// The worker pids of the latest workers_started event.
-std::vector<pid_t> latest_worker_pids(const std::string& events_path) {
-  auto started = events_named(events_path, "workers_started");
-  if (started.empty())
-    return {};
-  return started.back()["pids"].get<std::vector<pid_t>>();
 }
 
 bool has_round_of_size(const std::string& events_path, int nodes, std::size_t after_count) {

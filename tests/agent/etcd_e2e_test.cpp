@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "e2e_support.hpp"
+#include "events_file.hpp"
 #include "tests/rendezvous/etcd_cluster.hpp"
 
 using namespace ddprun::agent::e2e;
@@ -28,19 +29,6 @@ namespace {
 const std::string kEtcdRdzv =
     "join_timeout=60,last_call_timeout=1,keep_alive_interval=0.5,keep_alive_max_attempt=4,"
     "read_timeout=8";
-
-std::vector<json> events_named(const std::string& path, const std::string& name) {
-  std::vector<json> matching;
-  std::istringstream lines(read_file(path));
-  for (std::string line; std::getline(lines, line);) {
-    if (line.empty())
-      continue;
-    json event = json::parse(line);
-    if (event["event"] == name)
-      matching.push_back(std::move(event));
-  }
-  return matching;
-}
 
 bool have_trainer() {
   return fs::exists(std::string(DDPRUN_BIN_DIR) + "/ddprun-train");
@@ -120,17 +108,6 @@ struct EtcdJob {
     return text;
   }
 };
-
-// The group rank of the node in its latest round; -1 before any.
-int latest_group_rank(const std::string& events_path) {
-  auto formed = events_named(events_path, "round_formed");
-  return formed.empty() ? -1 : formed.back()["group_rank"].get<int>();
-}
-
-std::vector<pid_t> latest_worker_pids(const std::string& events_path) {
-  auto started = events_named(events_path, "workers_started");
-  return started.empty() ? std::vector<pid_t>{} : started.back()["pids"].get<std::vector<pid_t>>();
-}
 
 // A TCP server on 127.0.0.1 that answers every connection with bytes that are not HTTP.
 class GarbageServer {

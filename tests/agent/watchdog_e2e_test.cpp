@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "events_file.hpp"
 #include "watchdog_support.hpp"
 
 using namespace ddprun::agent::e2e;
@@ -19,19 +20,6 @@ namespace {
 const std::string kFastRdzv =
     "join_timeout=30,last_call_timeout=0.5,keep_alive_interval=0.3,keep_alive_max_attempt=3,"
     "read_timeout=10";
-
-std::vector<json> events_named(const std::string& path, const std::string& name) {
-  std::vector<json> matching;
-  std::istringstream lines(read_file(path));
-  for (std::string line; std::getline(lines, line);) {
-    if (line.empty())
-      continue;
-    json event = json::parse(line);
-    if (event["event"] == name)
-      matching.push_back(std::move(event));
-  }
-  return matching;
-}
 
 std::vector<std::string> lines_with(const std::string& text, const std::string& needle) {
   std::vector<std::string> found;
