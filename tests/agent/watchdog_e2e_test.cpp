@@ -37,6 +37,29 @@ void record(const std::string& what) {
   std::fflush(stdout);
 }
 
+// The command line of one of two agents on 127.0.0.2 and .3 forming a c10d rendezvous at
+// 127.0.0.2:port (node 2 hosts the store), followed by `rest`.
+std::vector<std::string> two_node_agent(const std::string& port, int node,
+                                        const std::string& run_id, std::vector<std::string> rest) {
+  std::vector<std::string> argv = {ddprun_binary(),
+                                   "--nnodes",
+                                   "2",
+                                   "--nproc_per_node",
+                                   "1",
+                                   "--rdzv_backend",
+                                   "c10d",
+                                   "--rdzv_endpoint",
+                                   "127.0.0.2:" + port,
+                                   "--rdzv_id",
+                                   run_id,
+                                   "--rdzv_conf",
+                                   kFastRdzv + (node == 2 ? ",is_host=1" : ",is_host=0"),
+                                   "--local_addr",
+                                   "127.0.0." + std::to_string(node)};
+  argv.insert(argv.end(), rest.begin(), rest.end());
+  return argv;
+}
+
 }  // namespace
 
 TEST_CASE(
@@ -72,31 +95,10 @@ dist.destroy_process_group()
   for (int node : {2, 3}) {
     const std::string name = std::to_string(node);
     agents.push_back(std::make_unique<Process>(
-        std::vector<std::string>{ddprun_binary(),
-                                 "--nnodes",
-                                 "2",
-                                 "--nproc_per_node",
-                                 "1",
-                                 "--rdzv_backend",
-                                 "c10d",
-                                 "--rdzv_endpoint",
-                                 "127.0.0.2:" + port,
-                                 "--rdzv_id",
-                                 "filetimer",
-                                 "--rdzv_conf",
-                                 kFastRdzv + (node == 2 ? ",is_host=1" : ",is_host=0"),
-                                 "--local_addr",
-                                 "127.0.0." + name,
-                                 "--max_restarts",
-                                 "1",
-                                 "--shutdown_timeout",
-                                 "3",
-                                 "--log_dir",
-                                 dir / ("logs-" + name),
-                                 "--events-file",
-                                 dir / ("events-" + name),
-                                 dir / "worker.py",
-                                 dir.path()},
+        two_node_agent(
+            port, node, "filetimer",
+            {"--max_restarts", "1", "--shutdown_timeout", "3", "--log_dir", dir / ("logs-" + name),
+             "--events-file", dir / ("events-" + name), dir / "worker.py", dir.path()}),
         dir / ("agent-" + name),
         std::map<std::string, std::string>{{"PYTHON_EXEC", *python},
                                            {"OMP_NUM_THREADS", "1"},
@@ -269,31 +271,10 @@ TEST_CASE("watchdog timeout: restarts exhausted, every node's failure table name
   for (int node : {2, 3}) {
     const std::string name = std::to_string(node);
     agents.push_back(std::make_unique<Process>(
-        std::vector<std::string>{ddprun_binary(),
-                                 "--nnodes",
-                                 "2",
-                                 "--nproc_per_node",
-                                 "1",
-                                 "--rdzv_backend",
-                                 "c10d",
-                                 "--rdzv_endpoint",
-                                 "127.0.0.2:" + port,
-                                 "--rdzv_id",
-                                 "silent",
-                                 "--rdzv_conf",
-                                 kFastRdzv + (node == 2 ? ",is_host=1" : ",is_host=0"),
-                                 "--local_addr",
-                                 "127.0.0." + name,
-                                 "--watchdog-timeout",
-                                 "1",
-                                 "--shutdown_timeout",
-                                 "3",
-                                 "--log_dir",
-                                 dir / ("logs-" + name),
-                                 "--no_python",
-                                 "/bin/sh",
-                                 "-c",
-                                 "if [ $RANK = 1 ]; then printf . >&3; fi; exec sleep 60"},
+        two_node_agent(port, node, "silent",
+                       {"--watchdog-timeout", "1", "--shutdown_timeout", "3", "--log_dir",
+                        dir / ("logs-" + name), "--no_python", "/bin/sh", "-c",
+                        "if [ $RANK = 1 ]; then printf . >&3; fi; exec sleep 60"}),
         dir / ("agent-" + name), std::map<std::string, std::string>{{"OMP_NUM_THREADS", "1"}}));
   }
   int hung_lines = 0;
