@@ -1,0 +1,66 @@
+// A hung trainer under `srun ddprun --watchdog-timeout`: the agent of its node notices the
+// silence, captures the stacks, kills it, and the job restarts inside the allocation and resumes
+// from its snapshot, instead of waiting out Gloo's 30-minute collective timeout.
+
+#include <signal.h>
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+
+#include "slurm_cluster.hpp"
+#include "training_job.hpp"
+#include "wait_for_path.hpp"
+
+using namespace std::chrono_literals;
+using namespace ddprun::slurm_test;
+
+namespace {
+
+constexpr int kEpochs = 3;
+
+std::filesystem::path exe_of(int pid) {
+  std::error_code ignored;
+  return std::filesystem::read_symlink("/proc/" + std::to_string(pid) + "/exe", ignored);
+}
+
+}  // namespace
+
+TEST_CASE("a hung trainer under srun ddprun --watchdog-timeout restarts inside the allocation") {
+  SlurmCluster cluster;
+  const auto dir = cluster.job_dir();
+  std::vector<std::string> command = {
+      ddprun_binary().string(), "--watchdog-timeout", "3", "--max_restarts", "1", "train"};
+  for (auto& override_arg : tiny_training(dir, kEpochs, 60)) {
+    command.push_back(override_arg);
+  }
+  const auto job =
+      cluster.submit({"-N2", "--ntasks-per-node=1", "--chdir", dir.string(), "-o",
+                      (dir / "job.out").string(), write_batch_script(dir, command).string()});
+  const auto snapshot = dir / "snapshot.pt";
+  const bool first_snapshot = wait_for_path(snapshot, 120s);
+  INFO(read_file(dir / "task-0.out") << read_file(dir / "task-1.out") << cluster.log_tail());
+  REQUIRE(first_snapshot);
+
+  // Hang node2's trainer: stopped, it neither beats nor answers its peer's collectives.
+  const auto trainer = ddprun_binary().parent_path() / "ddprun-train";
+  int stopped = 0;
+  for (const int pid : cluster.node_pids("node2")) {
+    if (exe_of(pid) == trainer && ::kill(pid, SIGSTOP) == 0) {
+      ++stopped;
+    }
+  }
+  REQUIRE(stopped == 1);
+
+  const auto outcome = cluster.wait_for_job_end(job, 150s);
+  const auto tasks = read_file(dir / "task-0.out") + read_file(dir / "task-1.out");
+  INFO(tasks << (outcome ? outcome->raw : "(job still running)"));
+  REQUIRE(outcome);
+  CHECK(outcome->state == "COMPLETED");
+  CHECK_THAT(tasks, Catch::Contains("hung: no heartbeat"));
+  CHECK_THAT(tasks, Catch::Contains("stacks: "));
+  CHECK_THAT(tasks, Catch::Contains("restarting the worker group"));
+  CHECK_THAT(tasks, Catch::Contains("resumed from " + snapshot.string() + ": finished epoch"));
+  CHECK_THAT(tasks, Catch::Contains("done: " + std::to_string(kEpochs) + " epochs"));
+  CHECK_THAT(tasks, Catch::Contains("ddprun on node1 exited 0"));
+  CHECK_THAT(tasks, Catch::Contains("ddprun on node2 exited 0"));
+}
