@@ -262,8 +262,42 @@ TEST_CASE("rendezvous endpoint resolution") {
     CHECK(r.warnings.empty());
   }
   SECTION("unsupported backends are refused up front") {
+    CHECK_THROWS_WITH(
+        resolve({"--rdzv_backend", "zookeeper", "s.py"}),
+        Catch::Contains("--rdzv_backend") && Catch::Contains("static|c10d|etcd|etcd-v2|etcd-v3"));
+  }
+  SECTION("etcd: torchrun's three names are one backend; the members are checked here, once") {
+    for (const char* name : {"etcd", "etcd-v2", "etcd-v3"}) {
+      auto r = resolve({"--nnodes", "1:3", "--rdzv_backend", name, "--rdzv_endpoint",
+                        "n1:2379,n2,[::1]:23790", "--rdzv_id", "job", "--rdzv_conf",
+                        "etcd_prefix=/team/a/,protocol=http", "s.py"});
+      CHECK(r.config.rdzv_backend == "etcd");
+      REQUIRE(r.config.etcd.has_value());
+      CHECK(r.config.etcd->endpoints.size() == 3);
+      CHECK(r.config.etcd->endpoints[1].port == 2379);
+      CHECK(r.config.etcd->key_prefix == "/team/a/");
+      CHECK_FALSE(r.config.etcd->tls.enabled);
+      CHECK(r.config.rdzv_host == "n1");
+    }
+    // The default prefix: a run's keys are /ddprun/rdzv/<id>/...
+    CHECK(resolve({"--rdzv_backend", "etcd", "--rdzv_endpoint", "n1", "s.py"})
+              .config.etcd->key_prefix == "/");
     CHECK_THROWS_WITH(resolve({"--rdzv_backend", "etcd", "s.py"}),
-                      Catch::Contains("--rdzv_backend") && Catch::Contains("static|c10d"));
+                      Catch::Contains("--rdzv_endpoint") && Catch::Contains("etcd members"));
+    CHECK_THROWS_WITH(resolve({"--rdzv_backend", "etcd", "--rdzv_endpoint", "n1:2379,,n2", "s.py"}),
+                      Catch::Contains("--rdzv_endpoint: empty entry"));
+    CHECK_THROWS_WITH(resolve({"--rdzv_backend", "etcd", "--rdzv_endpoint", "n1", "--rdzv_conf",
+                               "etcd_prefix=rel/../x", "s.py"}),
+                      Catch::Contains("--rdzv_conf") && Catch::Contains("etcd_prefix"));
+    CHECK_THROWS_WITH(resolve({"--rdzv_backend", "etcd", "--rdzv_endpoint", "n1", "--rdzv_conf",
+                               "etcd_prefix=/a/../b", "s.py"}),
+                      Catch::Contains(".. segment"));
+    CHECK_THROWS_WITH(resolve({"--rdzv_backend", "etcd", "--rdzv_endpoint", "n1", "--rdzv_conf",
+                               "protocol=gopher", "s.py"}),
+                      Catch::Contains("protocol") && Catch::Contains("http|https"));
+    CHECK_THROWS_WITH(resolve({"--rdzv_backend", "etcd", "--rdzv_endpoint", "n1", "--rdzv_conf",
+                               "cert=c.pem", "s.py"}),
+                      Catch::Contains("protocol=https"));
   }
 }
 
