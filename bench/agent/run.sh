@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # ddprun vs the reference torchrun (.venv's, PyTorch 2.13, at its default --monitor-interval):
-# launch-to-exit, restart latency, rendezvous of N agents, agent peak memory. Prints a table
-# of medians with their spread; exits 1 if a measure failed (the table says which).
+# launch-to-exit, restart latency, rendezvous of N agents, re-form after losing one of N agents,
+# agent peak memory. Prints a table of medians with their spread; exits 1 if a measure failed
+# (the table says which).
 # Usage: bench/agent/run.sh [BUILD_DIR] [bench_agent.py options, e.g. --repeats 3
 #        --ddprun-agents 8,32,256,1024 --only launch,rss]
+# etcd vs c10d: bench/agent/run.sh [BUILD_DIR] --etcd-cluster --only rendezvous,reform
+#        --ddprun-agents 8,32 --ref-agents 8,32 --rdzv-repeats 3 (the script starts a 3-member
+#        etcd cluster, Debian's etcd on PATH, on 127.0.0.1-3 inside the namespace and stops it).
 #
 # Runs in a network namespace of its own with only loopback: torchrun's agents host PyTorch's
 # TCPStore, which looks up the name of every peer it accepts (a DNS query), and those queries
@@ -12,8 +16,14 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 # Absolute, because the benchmarks run their programs from other working directories.
-build="$(mkdir -p "${1:-$root/build}" && cd "${1:-$root/build}" && pwd)"
-shift || true
+# The first argument is the build folder unless it is an option (run.sh --etcd-cluster ...).
+if [ $# -gt 0 ] && [ "${1#-}" = "$1" ]; then
+  build_arg="$1"
+  shift
+else
+  build_arg="$root/build"
+fi
+build="$(mkdir -p "$build_arg" && cd "$build_arg" && pwd)"
 if [ ! -f "$build/CMakeCache.txt" ]; then
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 fi
