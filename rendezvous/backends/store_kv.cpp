@@ -201,6 +201,10 @@ class StoreKv::Core : public std::enable_shared_from_this<StoreKv::Core> {
  private:
   using OpPtr = std::shared_ptr<PendingKvOp>;
 
+  // A new connection, handed to `then` unless the backend was abandoned meanwhile.
+  using DialedHandler = void (Core::*)(ConnectionPtr, std::optional<Failure>);
+  void dial(DialedHandler then);
+
   // The main connection.
   void queue_main(const OpPtr& op);
   void dial_main();
@@ -383,17 +387,22 @@ void StoreKv::Core::dial_main() {
     return;
   }
   main_dialing_ = true;
-  dialer_.dial(connect_budget(),
-               [weak = weak_from_this()](ConnectionPtr connection, std::optional<Failure> failure) {
-                 const auto self = weak.lock();
-                 if (!self || self->abandoned_) {
-                   if (connection) {
-                     connection->close();
-                   }
-                   return;
-                 }
-                 self->on_main_dialed(std::move(connection), std::move(failure));
-               });
+  dial(&Core::on_main_dialed);
+}
+
+void StoreKv::Core::dial(DialedHandler then) {
+  dialer_.dial(connect_budget(), [weak = weak_from_this(), then](ConnectionPtr connection,
+                                                                 std::optional<Failure> failure) {
+    const auto self = weak.lock();
+    if (!self || self->abandoned_) {
+      // Abandoned while dialing: nobody will use the connection.
+      if (connection) {
+        connection->close();
+      }
+      return;
+    }
+    ((*self).*then)(std::move(connection), std::move(failure));
+  });
 }
 
 void StoreKv::Core::on_main_dialed(ConnectionPtr connection, std::optional<Failure> failure) {
@@ -678,17 +687,7 @@ void StoreKv::Core::serve_waits() {
 
 void StoreKv::Core::dial_wait_connection() {
   ++wait_dials_;
-  dialer_.dial(connect_budget(),
-               [weak = weak_from_this()](ConnectionPtr connection, std::optional<Failure> failure) {
-                 const auto self = weak.lock();
-                 if (!self || self->abandoned_) {
-                   if (connection) {
-                     connection->close();
-                   }
-                   return;
-                 }
-                 self->on_wait_dialed(std::move(connection), std::move(failure));
-               });
+  dial(&Core::on_wait_dialed);
 }
 
 void StoreKv::Core::on_wait_dialed(ConnectionPtr connection, std::optional<Failure> failure) {

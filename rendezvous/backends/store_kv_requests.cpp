@@ -92,14 +92,7 @@ std::string StoreKvRequests::multi_get(const std::vector<std::string>& keys) con
 
 std::string StoreKvRequests::multi_set(const std::vector<std::string>& keys,
                                        const std::vector<std::string>& values) const {
-  std::string request;
-  wire::append_u8(request, opcode(Command::multi_set));
-  wire::append_u64(request, keys.size());
-  for (std::size_t i = 0; i < keys.size(); ++i) {
-    wire::append_bytes(request, keys[i]);
-    wire::append_bytes(request, values[i]);
-  }
-  return request;
+  return wire::key_value_pairs_request(opcode(Command::multi_set), keys, values);
 }
 
 std::string StoreKvRequests::cancel_wait() const {

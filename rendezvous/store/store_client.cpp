@@ -157,14 +157,7 @@ class TcpStoreClient final : public StoreClient {
         }
         return;
       }
-      std::string request;
-      wire::append_u8(request, opcode(Command::multi_set));
-      wire::append_u64(request, keys.size());
-      for (std::size_t i = 0; i < keys.size(); ++i) {
-        wire::append_bytes(request, keys[i]);
-        wire::append_bytes(request, values[i]);
-      }
-      send(request);
+      send(wire::key_value_pairs_request(opcode(Command::multi_set), keys, values));
     });
   }
 

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace ddprun::rendezvous::wire {
 
@@ -33,6 +34,21 @@ inline void append_i64(std::string& out, std::int64_t value) {
 inline void append_bytes(std::string& out, std::string_view bytes) {
   append_u64(out, bytes.size());
   out.append(bytes);
+}
+
+// MULTI_SET's body: the opcode, the number of pairs, then each key and its value. keys and values
+// have the same size (the callers check).
+inline std::string key_value_pairs_request(std::uint8_t opcode,
+                                           const std::vector<std::string>& keys,
+                                           const std::vector<std::string>& values) {
+  std::string request;
+  append_u8(request, opcode);
+  append_u64(request, keys.size());
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    append_bytes(request, keys[i]);
+    append_bytes(request, values[i]);
+  }
+  return request;
 }
 
 inline std::uint64_t load_u64(const unsigned char* bytes) {
