@@ -204,6 +204,8 @@ class StoreKv::Core : public std::enable_shared_from_this<StoreKv::Core> {
   // A new connection, handed to `then` unless the backend was abandoned meanwhile.
   using DialedHandler = void (Core::*)(ConnectionPtr, std::optional<Failure>);
   void dial(DialedHandler then);
+  // Stops dialing and closes every connection (abandon, close).
+  void close_connections();
 
   // The main connection.
   void queue_main(const OpPtr& op);
@@ -348,16 +350,7 @@ void StoreKv::Core::close(std::function<void()> done) {
 void StoreKv::Core::abandon() {
   abandoned_ = true;
   closing_ = true;
-  dialer_.abandon();
-  if (main_) {
-    main_->close();
-    main_.reset();
-  }
-  for (const auto& connection : wait_connections_) {
-    connection->close();
-  }
-  wait_connections_.clear();
-  idle_wait_connections_.clear();
+  close_connections();
   for (const auto& [id, op] : ops_) {
     op->finished = true;
     if (op->wait_timer) {
@@ -858,11 +851,7 @@ void StoreKv::Core::give_up(const std::string& reason) {
   }
 }
 
-void StoreKv::Core::maybe_closed() {
-  if (!closing_ || closed_ || abandoned_ || !ops_.empty()) {
-    return;
-  }
-  closed_ = true;
+void StoreKv::Core::close_connections() {
   dialer_.abandon();
   if (main_) {
     main_->close();
@@ -873,6 +862,14 @@ void StoreKv::Core::maybe_closed() {
   }
   wait_connections_.clear();
   idle_wait_connections_.clear();
+}
+
+void StoreKv::Core::maybe_closed() {
+  if (!closing_ || closed_ || abandoned_ || !ops_.empty()) {
+    return;
+  }
+  closed_ = true;
+  close_connections();
   if (auto done = std::move(on_closed_)) {
     boost::asio::post(io_, std::move(done));
   }
