@@ -16,9 +16,9 @@ namespace {
 
 // Verbatim output of FileTimerRequest(...).to_json() in PyTorch 2.13.
 const std::string kPythonAcquire =
-    R"({"version": 1, "pid": 4242, "scope_id": "/work/train.py#17", "expiration_time": 1767225600.123456, "signal": 9})";
+    R"({"version": 1, "pid": 4242, "scope_id": "/home/ada/train.py#17", "expiration_time": 1767225600.123456, "signal": 9})";
 const std::string kPythonRelease =
-    R"({"version": 1, "pid": 4242, "scope_id": "/work/train.py#17", "expiration_time": -1, "signal": 0})";
+    R"({"version": 1, "pid": 4242, "scope_id": "/home/ada/train.py#17", "expiration_time": -1, "signal": 0})";
 const std::string kPythonEscapedScope =
     R"({"version": 1, "pid": 4242, "scope_id": "sc\u00e9ne \"q\" \\ \n", "expiration_time": 1767225600, "signal": 15})";
 
@@ -40,7 +40,7 @@ TEST_CASE("file-timer parser reads what PyTorch's FileTimerClient writes") {
   FileTimerParseResult acquired = parse_file_timer_request(kPythonAcquire);
   REQUIRE(acquired.ok());
   CHECK(acquired.request->pid == 4242);
-  CHECK(acquired.request->scope_id == "/work/train.py#17");
+  CHECK(acquired.request->scope_id == "/home/ada/train.py#17");
   CHECK(acquired.request->expiration_epoch_s == Approx(1767225600.123456).epsilon(1e-15));
   CHECK(acquired.request->signal == 9);
   CHECK_FALSE(acquired.request->is_release());

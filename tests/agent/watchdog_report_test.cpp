@@ -206,7 +206,7 @@ TEST_CASE("stack file: sections split by marker lines; summary shows where Pytho
 
 TEST_CASE("hang report: lines for the failure table, one block per hung rank") {
   HungRank timed = hung_rank_from_timer(
-      TimerExpiry{WatchedWorker{1, 3, 4242}, "/work/train.py#17", 1767225600.5, 9, 1});
+      TimerExpiry{WatchedWorker{1, 3, 4242}, "/home/ada/train.py#17", 1767225600.5, 9, 1});
   attach_stacks(timed,
                 CapturedStacks{{{"clock_nanosleep", "libc.so.6", false},
                                 {"stuck_in_known_function", "train.py:9", true}},
@@ -222,7 +222,7 @@ TEST_CASE("hang report: lines for the failure table, one block per hung rank") {
       "    hung: no heartbeat for 12.3 s (--watchdog-timeout 10.0 s)",
       "    stuck at: <no stack captured>",
       "  rank 3 (local_rank 1, pid 4242):",
-      "    hung: file-timer scope \"/work/train.py#17\" expired (SIGKILL)",
+      "    hung: file-timer scope \"/home/ada/train.py#17\" expired (SIGKILL)",
       "    stuck at: clock_nanosleep (libc.so.6)",
       "              stuck_in_known_function (train.py:9)",
       "    stacks  : /logs/stacks/rank3.txt",
@@ -230,7 +230,7 @@ TEST_CASE("hang report: lines for the failure table, one block per hung rank") {
   };
   CHECK(lines == expected);
   CHECK(format_hung_rank_message(timed) ==
-        "hung: file-timer scope \"/work/train.py#17\" expired (SIGKILL)\n"
+        "hung: file-timer scope \"/home/ada/train.py#17\" expired (SIGKILL)\n"
         "stuck at: clock_nanosleep (libc.so.6)\n"
         "          stuck_in_known_function (train.py:9)\n"
         "stacks  : /logs/stacks/rank3.txt");

@@ -18,11 +18,6 @@ namespace {
 
 constexpr int kEpochs = 3;
 
-std::filesystem::path exe_of(int pid) {
-  std::error_code ignored;
-  return std::filesystem::read_symlink("/proc/" + std::to_string(pid) + "/exe", ignored);
-}
-
 }  // namespace
 
 TEST_CASE("a hung trainer under srun ddprun --watchdog-timeout restarts inside the allocation") {

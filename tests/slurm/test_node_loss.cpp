@@ -17,11 +17,6 @@ namespace {
 
 constexpr int kEpochs = 5;
 
-std::filesystem::path exe_of(int pid) {
-  std::error_code ignored;
-  return std::filesystem::read_symlink("/proc/" + std::to_string(pid) + "/exe", ignored);
-}
-
 }  // namespace
 
 TEST_CASE("losing a node of a --nnodes 1:2 job: the other trains on from the last snapshot") {

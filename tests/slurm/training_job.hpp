@@ -51,4 +51,10 @@ inline std::filesystem::path write_batch_script(const std::filesystem::path& dir
   return script;
 }
 
+// The executable a process runs (empty when it is gone), to pick a job's processes on a node.
+inline std::filesystem::path exe_of(int pid) {
+  std::error_code ignored;
+  return std::filesystem::read_symlink("/proc/" + std::to_string(pid) + "/exe", ignored);
+}
+
 }  // namespace ddprun::slurm_test
