@@ -44,6 +44,8 @@ class AgentLoop final : public rendezvous::backends::RoundListener {
   void stop_workers(int signal) override;
   void notice(const rendezvous::round::Notice& notice) override;
   void finished(const rendezvous::round::Finish& finish) override;
+  void capture_stacks(const rendezvous::round::CaptureStacks& request) override;
+  void peers_captured_stacks() override;
 
  private:
   void watch_signals();

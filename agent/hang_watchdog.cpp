@@ -112,13 +112,15 @@ std::string one_line(const HungRank& rank, const std::string& outcome) {
 
 HangWatchdog::HangWatchdog(boost::asio::io_context& io, const launcher::LaunchConfig& config,
                            const EnvMap& agent_env, EventLog& events, std::string host,
-                           std::function<void()> before_print)
+                           std::function<void()> before_print,
+                           std::function<void(const std::string&)> hang_detected)
     : io_(io),
       config_(config),
       agent_env_(agent_env),
       events_(events),
       host_(std::move(host)),
       before_print_(std::move(before_print)),
+      hang_detected_(std::move(hang_detected)),
       tools_(locate_stack_tools(agent_env, python_bin_dirs(config, agent_env))),
       // The bundled trainer is LibTorch without Python: py-spy could only fail on it.
       python_stacks_(config.entry_kind != launcher::EntryKind::kBundledTrainer),
@@ -211,6 +213,9 @@ void HangWatchdog::stop_watching() {
   runner_.reset();  // kills and reaps the tools still running
   capturing_.clear();
   queued_.clear();
+  to_signal_.clear();
+  peers_pending_ = false;  // the group stops: nothing is left to signal
+  answer_peer_request();
   timer_fd_.reset();
   for (auto& beat : heartbeats_)
     beat->wait.reset();  // a full pipe only makes the worker's write fail with EAGAIN
@@ -364,6 +369,15 @@ std::string HangWatchdog::stacks_dir_for_capture() {
 void HangWatchdog::start_capture() {
   capturing_ = std::move(queued_);
   queued_.clear();
+  if (!capturing_.empty()) {
+    // The round first, so the other nodes capture while this one does.
+    std::string report = host_ + ":";
+    for (const HungRank& rank : capturing_)
+      report +=
+          " rank " + std::to_string(rank.worker.global_rank) + " " + describe_hang_cause(rank);
+    peers_pending_ = true;
+    hang_detected_(report);
+  }
   std::vector<StackTarget> targets;
   for (const WatchedWorker& worker : workers_)
     targets.push_back(probe_stack_target(worker));
@@ -442,6 +456,18 @@ void HangWatchdog::finish_capture() {
   runner_fd_.reset();
   runner_.reset();
 
+  if (capturing_.empty()) {
+    // A capture for another node's hang: say where this node's stacks are.
+    const std::string dir = results.empty() ? std::string() : capture_dir_;
+    before_print_();
+    std::fprintf(stderr, "ddprun: a worker hung on another node; this node's stacks: %s\n",
+                 dir.empty() ? "not captured" : dir.c_str());
+    std::fflush(stderr);
+    events_.record("peer_stacks", {{"stacks_dir", dir}});
+    answer_peer_request();
+    start_queued_capture();
+    return;
+  }
   HangReport report;
   report.host = host_;
   report.stacks_dir = results.empty() ? std::string() : capture_dir_;
@@ -462,18 +488,65 @@ void HangWatchdog::finish_capture() {
     std::fprintf(stderr, "%s\n", one_line(report.hung[i], outcomes[i]).c_str());
   std::fflush(stderr);
   events_.record("hang", hang_report_json(report));
-  for (const HungRank& rank : report.hung) {
+  for (HungRank& rank : report.hung) {
     hang_messages_[rank.worker.pid] = format_hung_rank_message(rank);
-    act_on(rank);
+    to_signal_.push_back(std::move(rank));
   }
   capturing_.clear();
-  if (active_ && !queued_.empty()) {
-    // Later, from the loop: this may run inside a handler of the capture just finished.
-    boost::asio::post(io_, [this, generation = generation_] {
-      if (generation == generation_ && active_ && !runner_ && !queued_.empty())
-        start_capture();
-    });
+  answer_peer_request();  // every local worker's stacks were in this capture
+  signal_hung_workers();
+  start_queued_capture();
+}
+
+void HangWatchdog::start_queued_capture() {
+  if (!active_ || (queued_.empty() && !peer_request_done_))
+    return;
+  // Later, from the loop: this may run inside a handler of the capture just finished.
+  boost::asio::post(io_, [this, generation = generation_] {
+    if (generation == generation_ && active_ && !runner_ &&
+        (!queued_.empty() || peer_request_done_))
+      start_capture();
+  });
+}
+
+void HangWatchdog::peers_captured() {
+  peers_pending_ = false;
+  signal_hung_workers();
+}
+
+void HangWatchdog::signal_hung_workers() {
+  if (peers_pending_)
+    return;
+  std::vector<HungRank> ranks = std::move(to_signal_);
+  to_signal_.clear();
+  for (const HungRank& rank : ranks)
+    act_on(rank);
+}
+
+void HangWatchdog::capture_for_peer(std::function<void()> done) {
+  if (peer_request_done_) {
+    // One request per round; a second one shares the first's capture.
+    auto first = std::move(peer_request_done_);
+    peer_request_done_ = [first = std::move(first), done = std::move(done)] {
+      first();
+      done();
+    };
+  } else {
+    peer_request_done_ = std::move(done);
   }
+  if (!active_ || workers_.empty()) {
+    answer_peer_request();
+    return;
+  }
+  if (!runner_)
+    start_queued_capture();  // from the loop: this call comes from inside the round's step
+}
+
+void HangWatchdog::answer_peer_request() {
+  if (!peer_request_done_)
+    return;
+  boost::asio::post(io_, std::move(peer_request_done_));
+  peer_request_done_ = nullptr;
 }
 
 void HangWatchdog::act_on(const HungRank& rank) {

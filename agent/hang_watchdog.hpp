@@ -4,12 +4,16 @@
 // It owns the per-group parts (FileTimerServer, one HeartbeatChannel per worker, ProgressWatch)
 // and waits on their descriptors and deadlines in the loop's io_context.
 //
-// On a hang, before any signal: the stacks of every live local worker are captured
-// (StackCaptureRunner, in the loop, bounded by kHangCaptureLimit) under
-// <attempt dir>/stacks/, then each hung rank gets one "ddprun: ... hung: ..." stderr line, the
-// events file a "hang" event, and then the worker is signalled: the signal its expired timer
-// asked for, or SIGKILL (to its process group) for a silent one. Its exit then takes the normal
-// failure path; hang_message() gives the failure table its story.
+// On a hang, before any signal: the round hears of it (hang_detected, so the other nodes
+// capture their workers' stacks too, while their ranks still wait on the hung one), and the
+// stacks of every live local worker are captured (StackCaptureRunner, in the loop, bounded by
+// kHangCaptureLimit) under <attempt dir>/stacks/. Then each hung rank gets one
+// "ddprun: ... hung: ..." stderr line and the events file a "hang" event. Once the round also
+// answered (peers_captured(): the others are done, or its own bound passed), the worker is
+// signalled: the signal its expired timer asked for, or SIGKILL (to its process group) for a
+// silent one. Its exit then takes the normal failure path; hang_message() gives the failure
+// table its story. capture_for_peer() is the other side: another node's worker hung, and this
+// node's stacks go to the same place, announced by a "peer_stacks" event.
 //
 // Lifetime: one per agent. Per group: prepare_group() before the spawn, group_started() with
 // the pids, worker_exited() after each reap, stop_watching() when the agent starts stopping
@@ -47,9 +51,12 @@ inline constexpr std::chrono::seconds kHangCaptureToolTimeout{5};
 class HangWatchdog {
  public:
   // before_print: ends the console's open lines (a worker's partial line must not swallow ours).
+  // hang_detected: tells the round of a local hang (one line naming this node and the ranks);
+  // the round answers through peers_captured(), possibly from inside the call.
   HangWatchdog(boost::asio::io_context& io, const launcher::LaunchConfig& config,
                const EnvMap& agent_env, EventLog& events, std::string host,
-               std::function<void()> before_print);
+               std::function<void()> before_print,
+               std::function<void(const std::string&)> hang_detected);
   ~HangWatchdog();
   HangWatchdog(const HangWatchdog&) = delete;
   HangWatchdog& operator=(const HangWatchdog&) = delete;
@@ -73,6 +80,14 @@ class HangWatchdog {
   // The failure-table message of a worker this watchdog reported hung (this group).
   std::optional<std::string> hang_message(pid_t pid) const;
 
+  // The round's answer to hang_detected: the hung workers may be signalled once their own
+  // stacks are captured.
+  void peers_captured();
+  // Another node's worker hung: captures the local workers' stacks, then calls done (from the
+  // loop, never inside this call). done is called also when the capture is cancelled or there
+  // is nothing to capture.
+  void capture_for_peer(std::function<void()> done);
+
  private:
   void watch_timer_fifo();
   void arm_timer_deadline();
@@ -83,6 +98,9 @@ class HangWatchdog {
   void watch_capture();
   void advance_capture();
   void finish_capture();
+  void start_queued_capture();
+  void signal_hung_workers();
+  void answer_peer_request();
   void act_on(const HungRank& rank);
   bool live(pid_t pid) const;
   std::string stacks_dir_for_capture();
@@ -93,6 +111,7 @@ class HangWatchdog {
   EventLog& events_;
   std::string host_;
   std::function<void()> before_print_;
+  std::function<void(const std::string&)> hang_detected_;
   StackTools tools_;
   bool python_stacks_ = true;
 
@@ -120,6 +139,11 @@ class HangWatchdog {
   std::vector<HungRank> capturing_;
   std::vector<HungRank> queued_;
   std::string capture_dir_;
+  // Hung ranks whose stacks are captured, held until the round's answer (peers_pending_).
+  std::vector<HungRank> to_signal_;
+  bool peers_pending_ = false;
+  // Another node's request for this node's stacks, answered after the next capture.
+  std::function<void()> peer_request_done_;
   std::unique_ptr<StackCaptureRunner> runner_;
   std::unique_ptr<boost::asio::posix::stream_descriptor> runner_fd_;
   boost::asio::steady_timer runner_deadline_;

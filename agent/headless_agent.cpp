@@ -91,6 +91,12 @@ void HeadlessAgent::finished(const round::Finish& finish) {
   observe();
 }
 
+void HeadlessAgent::capture_stacks(const round::CaptureStacks& /*request*/) {
+  driver_->feed(round::StacksCaptured{});  // no worker processes: nothing to capture
+}
+
+void HeadlessAgent::peers_captured_stacks() {}
+
 void HeadlessAgent::observe() {
   if (observer_) {
     observer_(*this);

@@ -160,6 +160,7 @@ RendezvousSetup set_up_rendezvous(const launcher::LaunchConfig& config,
   m.self.max_nodes = config.max_nodes;
   m.max_restarts = config.max_restarts;
   m.exit_barrier_timeout_s = config.exit_barrier_timeout_s;
+  m.captures_stacks_for_peers = config.file_timer_enabled || config.watchdog_timeout_s.has_value();
   setup.workers_store_addr = config.standalone ? "localhost" : m.self.addr;
 
   Endpoint endpoint;

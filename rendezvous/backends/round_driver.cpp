@@ -62,6 +62,8 @@ void RoundDriver::carry_out() {
                      timer_.cancel();
                      listener_.finished(finish);
                    },
+                   [&](round::CaptureStacks& capture) { listener_.capture_stacks(capture); },
+                   [&](round::PeersCapturedStacks&) { listener_.peers_captured_stacks(); },
                },
                effect);
   }

@@ -28,6 +28,10 @@ class RoundListener {
   virtual void stop_workers(int signal) = 0;
   virtual void notice(const round::Notice& notice) = 0;
   virtual void finished(const round::Finish& finish) = 0;
+  // Another node's worker hung: capture the local workers' stacks, then answer StacksCaptured.
+  virtual void capture_stacks(const round::CaptureStacks& request) = 0;
+  // Answer to HangDetected: the hung local worker may be signalled now.
+  virtual void peers_captured_stacks() = 0;
 };
 
 class RoundDriver {

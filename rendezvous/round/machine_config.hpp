@@ -39,6 +39,13 @@ struct MachineConfig {
   uint16_t static_master_port = 0;
   // How long one wait for a round's wake-up key may run before it is re-armed.
   double wake_wait_s = 3600;
+  // How long a node with a hung worker waits for the other nodes' stacks before it signals
+  // the worker anyway (their capture tools are bounded too; this bounds a node that never
+  // answers).
+  double peer_stacks_wait_s = 5;
+  // This agent watches its workers for hangs: it also captures their stacks when another
+  // node's worker hangs (it waits on the round's hang key for that).
+  bool captures_stacks_for_peers = false;
 };
 
 }  // namespace ddprun::rendezvous::round

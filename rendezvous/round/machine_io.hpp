@@ -13,6 +13,7 @@
 //  3. Answer HostWorkersStore with WorkersStoreHosted or WorkersStoreFailed.
 //  4. Arm one timer for next_deadline() after every step, and feed TimerFired when it passes.
 //  5. Stop feeding events after Finish; drop pending ops (their replies are ignored anyway).
+//  6. Answer every CaptureStacks with StacksCaptured, within a bounded time.
 
 #include <cstdint>
 #include <string>
@@ -56,10 +57,19 @@ struct WorkersStopped {};
 struct SignalReceived {
   int signal = 0;
 };
+// The agent's watchdog found a local worker hung. The agent captures its own workers' stacks
+// and holds back the hung worker's signal until PeersCapturedStacks: the other nodes' ranks
+// still wait on it, and their stacks show where. report: one line naming this node and the
+// hung ranks, for the other nodes' notice.
+struct HangDetected {
+  std::string report;
+};
+// Answer to CaptureStacks: this node's workers' stacks are written (or their capture ended).
+struct StacksCaptured {};
 
-using MachineEvent =
-    std::variant<Begin, KvAnswered, TimerFired, WorkersStoreHosted, WorkersStoreFailed,
-                 WorkersSucceeded, WorkersFailed, WorkersStopped, SignalReceived>;
+using MachineEvent = std::variant<Begin, KvAnswered, TimerFired, WorkersStoreHosted,
+                                  WorkersStoreFailed, WorkersSucceeded, WorkersFailed,
+                                  WorkersStopped, SignalReceived, HangDetected, StacksCaptured>;
 
 // ---- Effects ----
 
@@ -97,8 +107,18 @@ struct Finish {
   std::vector<WorkerFailure> failures;
 };
 
-using MachineEffect =
-    std::variant<IssueKv, CancelKv, HostWorkersStore, StartWorkers, StopWorkers, Notice, Finish>;
+// A worker hung on another node (report names it): capture this node's workers' stacks now,
+// while they still wait on it, and answer with StacksCaptured.
+struct CaptureStacks {
+  std::string report;
+};
+// Answer to HangDetected: every other node of the round captured its stacks, or
+// MachineConfig::peer_stacks_wait_s passed, or there is no one to wait for. The hung worker
+// may be signalled now. Not emitted when the machine stops the workers first.
+struct PeersCapturedStacks {};
+
+using MachineEffect = std::variant<IssueKv, CancelKv, HostWorkersStore, StartWorkers, StopWorkers,
+                                   Notice, Finish, CaptureStacks, PeersCapturedStacks>;
 
 // Exit statuses. 128+N for a signal N, so a requeue wrapper can tell "preempted" from "failed"
 // (torchrun exits 1 for both).

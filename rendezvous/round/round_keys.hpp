@@ -38,11 +38,15 @@ class RoundKeys {
   std::string exit_count(uint64_t r) const { return in_round(r, "exit"); }
   std::string exit_done(uint64_t r) const { return in_round(r, "exit_done"); }
   std::string left(uint64_t r) const { return in_round(r, "left"); }
+  // A node whose worker hung: one line naming it and the hung ranks (the last to report wins).
+  std::string hang(uint64_t r) const { return in_round(r, "hang"); }
   std::string all_left(uint64_t r) const { return in_round(r, "all_left"); }
   std::string node(uint64_t r, int slot) const { return slotted(r, "node", slot); }
   std::string assignment(uint64_t r, int slot) const { return slotted(r, "assign", slot); }
   std::string wake(uint64_t r, int slot) const { return slotted(r, "wake", slot); }
   std::string heartbeat(uint64_t r, int slot) const { return slotted(r, "hb", slot); }
+  // Set once the node in slot captured its workers' stacks for a hang in the round.
+  std::string hang_ack(uint64_t r, int slot) const { return slotted(r, "hang_ack", slot); }
 
   // Keys for slots 1..count.
   template <typename KeyOf>

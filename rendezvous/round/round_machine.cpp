@@ -189,6 +189,8 @@ void RoundMachine::step(const MachineEvent& event, double now) {
                      }
                    },
                    [&](const SignalReceived& received) { on_signal(received.signal, now); },
+                   [&](const HangDetected& hang) { hang_detected(hang.report); },
+                   [&](const StacksCaptured&) { stacks_captured(); },
                },
                event);
   } catch (const RendezvousError& error) {
@@ -197,6 +199,9 @@ void RoundMachine::step(const MachineEvent& event, double now) {
 }
 
 void RoundMachine::on_kv_error(const Pending& pending, const KvError& error, double now) {
+  if (pending.step == Step::kHangAcksWait) {
+    release_hung_worker(false);  // the store's trouble must not keep a hung worker alive
+  }
   if (error.kind == KvErrorKind::kUnresponsive && pending.group == Group::kWatch) {
     // A slow store is not a lost one (an overloaded host, as torchrun's failed keep-alives):
     // warn once, and give up only when it answered nothing for read_timeout.
@@ -209,6 +214,8 @@ void RoundMachine::on_kv_error(const Pending& pending, const KvError& error, dou
       issue(Step::kWakeWait,
             KvWait{{keys_.wake(current_->round, current_->slot)}, to_millis(config_.wake_wait_s)},
             Group::kWatch);
+    } else if (pending.step == Step::kHangWait) {
+      wait_for_peer_hang();
     }
     if (now - watch_.last_answer_s <= config_.settings.read_timeout_s) {
       if (!watch_.slowness_reported) {
@@ -408,7 +415,8 @@ std::string RoundMachine::digest() const {
     out << "|w" << watch_.heartbeats << ',' << watch_.next_beat_s << ',' << watch_.next_probe_s
         << ',' << watch_.beat_outstanding << ',' << watch_.probe_outstanding << ','
         << watch_.declared_loss << ',' << watch_.reading_state << ',' << watch_.state_replies << ','
-        << watch_.repoll_s.value_or(-1);
+        << watch_.repoll_s.value_or(-1) << ',' << watch_.hang_published << ','
+        << watch_.awaiting_peer_stacks << ',' << watch_.stacks_asked << ',' << watch_.stacks_acked;
     if (watch_.monitor) {
       out << ',' << watch_.monitor->digest();
     }

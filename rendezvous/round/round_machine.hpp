@@ -155,6 +155,11 @@ class RoundMachine {
     kAllLeftWait,
     kLeaveLost,
     kLeaveWake,
+    kHangPublish,
+    kHangAcksWait,
+    kHangWait,
+    kHangRead,
+    kHangAck,
   };
   // Ops are grouped by the activity they serve, so an activity that ends cancels its own.
   enum class Group : uint8_t { kFlow, kWatch, kReport };
@@ -196,6 +201,12 @@ class RoundMachine {
     std::optional<double> repoll_s;
     double last_answer_s = 0;
     bool slowness_reported = false;
+    // A hung worker on this node: published in this round; PeersCapturedStacks still owed.
+    bool hang_published = false;
+    bool awaiting_peer_stacks = false;
+    // Another node's hang: this node's stacks asked for, and acknowledged.
+    bool stacks_asked = false;
+    bool stacks_acked = false;
   };
   // A local failure being published and decided.
   struct Report {
@@ -259,6 +270,11 @@ class RoundMachine {
   void declare_loss(double now);
   void read_round_state();
   void round_state_read(double now);
+  void hang_detected(const std::string& report);
+  void wait_for_peer_hang();
+  void capture_for_peer_hang(const std::string& stored_report);
+  void stacks_captured();
+  void release_hung_worker(bool peers_answered);
   void stop_workers(int signal, AfterStop after);
   void reform(double now);
 

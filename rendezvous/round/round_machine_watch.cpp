@@ -47,6 +47,9 @@ void RoundMachine::start_round(double now) {
   }
   issue(Step::kWakeWait, KvWait{{keys_.wake(f.round, f.slot)}, to_millis(config_.wake_wait_s)},
         Group::kWatch);
+  if (config_.captures_stacks_for_peers && n > 1) {
+    wait_for_peer_hang();
+  }
   if (elastic() && n > 1) {
     watch_.heartbeats = true;
     const auto& s = config_.settings;
@@ -183,6 +186,8 @@ void RoundMachine::round_state_read(double now) {
 }
 
 void RoundMachine::stop_workers(int signal, AfterStop after) {
+  // Stopping the group ends a hung worker too: its agent no longer waits to signal it.
+  watch_.awaiting_peer_stacks = false;
   workers_ = Workers::kStopping;
   after_stop_ = after;
   emit(StopWorkers{signal});
@@ -247,6 +252,24 @@ void RoundMachine::on_running_reply(const Pending& pending, const KvResult& resu
               Group::kWatch);
       }
       return;
+    case Step::kHangPublish:
+    case Step::kHangAck:
+      return;
+    case Step::kHangAcksWait:
+      release_hung_worker(ready_of(result));
+      return;
+    case Step::kHangWait:
+      if (ready_of(result)) {
+        issue(Step::kHangRead, KvGet{keys_.hang(current_->round)}, Group::kWatch);
+      } else {
+        wait_for_peer_hang();
+      }
+      return;
+    case Step::kHangRead:
+      if (const auto& text = value_of(result); text && !watch_.hang_published) {
+        capture_for_peer_hang(*text);
+      }
+      return;
     case Step::kStateFailed:
       if (const auto& text = value_of(result)) {
         watch_.seen.failure = parse_failure_decision(*text);
@@ -265,6 +288,80 @@ void RoundMachine::on_running_reply(const Pending& pending, const KvResult& resu
   if (--watch_.state_replies == 0) {
     round_state_read(now);
   }
+}
+
+// A hang, on the node that has it: publish it, so the others (waiting on the key) capture
+// their stacks while their ranks still wait on the hung one, and wait (bounded) for their
+// acknowledgements. The node acknowledges for itself at once: its own watchdog captures its
+// stacks, and a second node that hangs at the same time waits for this one too.
+void RoundMachine::hang_detected(const std::string& report) {
+  const bool can_wait = phase_ == Phase::kRunning && workers_ == Workers::kRunning && current_ &&
+                        participants() > 1 && !report_;
+  if (!can_wait || watch_.hang_published) {
+    // Alone, not running, or the others captured for this round's first hang already.
+    emit(PeersCapturedStacks{});
+    return;
+  }
+  const Formed& f = *current_;
+  const uint64_t r = f.round;
+  watch_.hang_published = true;
+  watch_.awaiting_peer_stacks = true;
+  issue(Step::kHangPublish, KvMultiSet{{keys_.hang(r), keys_.hang_ack(r, f.slot)}, {report, "1"}},
+        Group::kWatch);
+  issue(Step::kHangAcksWait,
+        KvWait{keys_.for_slots(participants(), [&](int slot) { return keys_.hang_ack(r, slot); }),
+               to_millis(config_.peer_stacks_wait_s)},
+        Group::kWatch);
+}
+
+void RoundMachine::release_hung_worker(bool peers_answered) {
+  if (!watch_.awaiting_peer_stacks) {
+    return;
+  }
+  watch_.awaiting_peer_stacks = false;
+  if (!peers_answered) {
+    notice("hang_stacks", "not every other node captured its stacks within " +
+                              std::to_string(static_cast<int>(config_.peer_stacks_wait_s)) +
+                              " s; signalling the hung worker anyway");
+  }
+  emit(PeersCapturedStacks{});
+}
+
+void RoundMachine::wait_for_peer_hang() {
+  issue(Step::kHangWait, KvWait{{keys_.hang(current_->round)}, to_millis(config_.wake_wait_s)},
+        Group::kWatch);
+}
+
+// Another node's hang: capture this node's stacks, or acknowledge at once when this node has
+// no running workers to capture.
+void RoundMachine::capture_for_peer_hang(const std::string& stored_report) {
+  if (watch_.stacks_asked) {
+    return;
+  }
+  watch_.stacks_asked = true;
+  if (workers_ != Workers::kRunning) {
+    stacks_captured();
+    return;
+  }
+  // The value comes from the store: keep the notice one short, printable line.
+  std::string report = stored_report.substr(0, 200);
+  for (char& c : report) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+      c = '?';
+    }
+  }
+  notice("peer_hang",
+         "a worker hung on another node (" + report + "): capturing this node's workers' stacks");
+  emit(CaptureStacks{std::move(report)});
+}
+
+void RoundMachine::stacks_captured() {
+  if (!current_ || !watch_.stacks_asked || watch_.stacks_acked ||
+      (phase_ != Phase::kRunning && phase_ != Phase::kExitBarrier)) {
+    return;  // a late answer, from before the round moved on
+  }
+  watch_.stacks_acked = true;
+  issue(Step::kHangAck, KvSet{keys_.hang_ack(current_->round, current_->slot), "1"}, Group::kWatch);
 }
 
 }  // namespace ddprun::rendezvous::round

@@ -158,6 +158,20 @@ dist.destroy_process_group()
   CHECK(lines[0].find("stuck_in_critical_section") != std::string::npos);
   CHECK(failures.front()["message"].get<std::string>().starts_with("hung: file-timer scope"));
 
+  // The other node captured its rank's stacks before the kill, while rank 0 still waited in
+  // the barrier for rank 1.
+  const std::string peer_node = hung_node == "2" ? "3" : "2";
+  const auto peer_stacks = events_named(dir / ("events-" + peer_node), "peer_stacks");
+  REQUIRE(peer_stacks.size() == 1);
+  CHECK(peer_stacks.front()["time"].get<double>() < failures.front()["time"].get<double>());
+  const std::string peer_dir = peer_stacks.front()["stacks_dir"];
+  CHECK(peer_dir.find("logs-" + peer_node) != std::string::npos);
+  CHECK(peer_dir.find("/attempt_0/stacks") != std::string::npos);
+  REQUIRE(fs::exists(fs::path(peer_dir) / "rank0.txt"));
+  CHECK(read_file(fs::path(peer_dir) / "rank0.txt").find("barrier") != std::string::npos);
+  const std::string peer_output = agents[peer_node == "2" ? 0 : 1]->output();
+  CHECK(lines_with(peer_output, "a worker hung on another node (").size() == 1);
+
   // Restarted once, finished on both ranks.
   CHECK(fs::exists(dir / "done-0-1"));
   CHECK(fs::exists(dir / "done-1-1"));

@@ -7,7 +7,9 @@
 //    written once (claims are compare-and-set), so a stale node never alters a decided round;
 //  - restarts counted once: the job-wide counter lies between the rounds that published a
 //    decision and the rounds whose failure was claimed, and no round runs past --max-restarts;
-//  - workers: never started twice in a round, never while others run, never left running.
+//  - workers: never started twice in a round, never while others run, never left running;
+//  - hangs: a node is asked once per round for its stacks, and a hung worker is released only
+//    after its node reported it (and, being otherwise stuck, its node still finishes).
 // And in every final state: every node that did not crash finished (nobody hangs), with 0, 1 or
 // 128+15, and with 0 when no fault was injected.
 
@@ -94,6 +96,30 @@ TEST_CASE("model: a signalled node leaves and the others scale down or stop") {
   mixed.signals = 1;
   mixed.failures = 1;
   check(mixed);
+}
+
+TEST_CASE("model: a hung worker waits for the other nodes' stacks, then fails and restarts") {
+  Scenario hang = dynamic("2 of 2, 1 hang", 2, 2, 2);
+  hang.hangs = 1;
+  check(hang);
+  Scenario both = dynamic("2 of 2, 2 hangs, 1 restart", 2, 2, 2);
+  both.hangs = 2;
+  both.env_at_quiescence = true;
+  check(both);
+  Scenario with_crash = dynamic("2 of 1:2, 1 hang, 1 crash", 2, 1, 2);
+  with_crash.hangs = 1;
+  with_crash.crashes = 1;
+  with_crash.env_at_quiescence = true;
+  check(with_crash);
+  Scenario with_signal = dynamic("2 of 2, 1 hang, SIGTERM", 2, 2, 2);
+  with_signal.hangs = 1;
+  with_signal.signals = 1;
+  with_signal.env_at_quiescence = true;
+  check(with_signal);
+  Scenario fixed = dynamic("static 2, 1 hang", 2, 2, 2);
+  fixed.mode = RoundMode::kStatic;
+  fixed.hangs = 1;
+  check(fixed);
 }
 
 TEST_CASE("model: four nodes") {

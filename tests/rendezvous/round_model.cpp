@@ -49,7 +49,8 @@ World::World(const Scenario& scenario)
     : scenario_(&scenario),
       crashes_left_(scenario.crashes),
       failures_left_(scenario.failures),
-      signals_left_(scenario.signals) {
+      signals_left_(scenario.signals),
+      hangs_left_(scenario.hangs) {
   nodes_.resize(static_cast<std::size_t>(scenario.nodes));
   for (int i = 0; i < scenario.nodes; ++i) {
     MachineConfig config;
@@ -76,6 +77,8 @@ World::World(const Scenario& scenario)
     config.static_master_addr = "node0";
     config.static_master_port = 29500;
     config.wake_wait_s = 1000;
+    config.peer_stacks_wait_s = 5;
+    config.captures_stacks_for_peers = scenario.hangs > 0;
     nodes_[static_cast<std::size_t>(i)].machine.emplace(std::move(config));
   }
   for (int i = 0; i < scenario.nodes; ++i) {
@@ -230,6 +233,7 @@ void World::absorb(int index) {
               node.running_since_s = now_;
             },
             [&](StopWorkers&) {
+              node.release_owed = false;  // stopping the group ends the hang too
               if (node.workers == SimNode::Workers::kRunning) {
                 node.workers = SimNode::Workers::kStopping;
               } else {
@@ -246,6 +250,21 @@ void World::absorb(int index) {
               node.finish = f;
               node.queue.clear();
               node.waits.clear();
+            },
+            [&](CaptureStacks&) {
+              log_.push_back("node" + std::to_string(index) + " captures stacks for a peer");
+              if (node.capture_owed) {
+                problem_ = "node" + std::to_string(index) + " asked twice for its stacks";
+              }
+              node.capture_owed = true;
+            },
+            [&](PeersCapturedStacks&) {
+              log_.push_back("node" + std::to_string(index) + " may kill its hung worker");
+              if (!node.release_owed) {
+                problem_ = "node" + std::to_string(index) + " released a hang it did not report";
+              }
+              node.release_owed = false;
+              node.released = true;
             },
         },
         effect);
@@ -289,8 +308,34 @@ std::vector<std::function<void(World&)>> World::actions() const {
     if (node.workers == SimNode::Workers::kStopping) {
       protocol = true;
       out.push_back([i](World& w) {
-        w.nodes_[static_cast<std::size_t>(i)].workers = SimNode::Workers::kNone;
+        SimNode& n = w.nodes_[static_cast<std::size_t>(i)];
+        n.workers = SimNode::Workers::kNone;
+        n.hung = false;
+        n.released = false;
         w.deliver(i, WorkersStopped{});
+      });
+    }
+    if (node.capture_owed) {
+      protocol = true;
+      out.push_back([i](World& w) {
+        w.nodes_[static_cast<std::size_t>(i)].capture_owed = false;
+        w.deliver(i, StacksCaptured{});
+      });
+    }
+    if (node.hung && node.released && node.workers == SimNode::Workers::kRunning) {
+      protocol = true;  // the watchdog kills the hung worker: the group fails
+      out.push_back([i](World& w) {
+        SimNode& n = w.nodes_[static_cast<std::size_t>(i)];
+        n.hung = false;  // killed; the others stop on the machine's StopWorkers
+        n.released = false;
+        WorkerFailure f;
+        f.timestamp_s = w.now_;
+        f.host = "node" + std::to_string(i);
+        f.global_rank = n.running->base_global_rank;
+        f.exit_code = -9;
+        f.message = "hung";
+        w.log_.push_back("node" + std::to_string(i) + " kills its hung worker");
+        w.deliver(i, WorkersFailed{{f}});
       });
     }
   }
@@ -313,7 +358,17 @@ std::vector<std::function<void(World&)>> World::actions() const {
     if (node.crashed || node.finish) {
       continue;
     }
-    if (node.workers == SimNode::Workers::kRunning) {
+    if (node.workers == SimNode::Workers::kRunning && !node.hung) {
+      if (hangs_left_ > 0 && faulty) {
+        out.push_back([i](World& w) {
+          --w.hangs_left_;
+          SimNode& n = w.nodes_[static_cast<std::size_t>(i)];
+          n.hung = true;
+          n.release_owed = true;
+          w.log_.push_back("node" + std::to_string(i) + " worker hangs");
+          w.deliver(i, HangDetected{"node" + std::to_string(i) + ": rank 0 hung"});
+        });
+      }
       out.push_back([i](World& w) {
         SimNode& n = w.nodes_[static_cast<std::size_t>(i)];
         n.workers = SimNode::Workers::kNone;
@@ -360,7 +415,7 @@ std::vector<std::function<void(World&)>> World::actions() const {
     if (node.crashed || node.finish) {
       continue;
     }
-    if (node.workers == SimNode::Workers::kRunning) {
+    if (node.workers == SimNode::Workers::kRunning && !node.hung) {
       time_cap = std::min(time_cap, node.running_since_s + s.work_s);
     }
     if (!node.started) {
@@ -453,7 +508,8 @@ std::string World::terminal_problem() const {
   for (const SimNode& node : nodes_) {
     faults = faults || node.crashed;
   }
-  faults = faults || failures_left_ < scenario_->failures || signals_left_ < scenario_->signals;
+  faults = faults || failures_left_ < scenario_->failures || signals_left_ < scenario_->signals ||
+           hangs_left_ < scenario_->hangs;
   for (int i = 0; i < static_cast<int>(nodes_.size()); ++i) {
     const SimNode& node = nodes_[static_cast<std::size_t>(i)];
     if (node.crashed) {
@@ -476,7 +532,7 @@ std::string World::terminal_problem() const {
 
 uint64_t World::digest() const {
   DigestText out;
-  out << now_ << '#' << crashes_left_ << failures_left_ << signals_left_ << '#';
+  out << now_ << '#' << crashes_left_ << failures_left_ << signals_left_ << hangs_left_ << '#';
   for (const auto& [k, v] : store_) {
     out << k << '=' << v << ';';
   }
@@ -486,7 +542,8 @@ uint64_t World::digest() const {
   for (const SimNode& node : nodes_) {
     out << "\n"
         << node.started << node.crashed << static_cast<int>(node.workers)
-        << (node.finish ? node.finish->exit_status : -1) << '|' << node.machine->digest() << '|';
+        << (node.finish ? node.finish->exit_status : -1) << node.hung << node.release_owed
+        << node.released << node.capture_owed << '|' << node.machine->digest() << '|';
     for (const auto& q : node.queue) {
       out << op_text(q.op) << ',';
     }

@@ -36,6 +36,9 @@ struct Scenario {
   int crashes = 0;     // fault budgets, over the whole run
   int failures = 0;
   int signals = 0;
+  // Workers that hang: the node's watchdog reports it (HangDetected), the others capture their
+  // stacks, and the hung worker is killed (a failure) once the round released it.
+  int hangs = 0;
   // Nodes allowed to crash / fail / be signalled (empty: any).
   std::set<int> faulty;
   double horizon_s = 300;
@@ -68,6 +71,10 @@ struct SimNode {
   std::optional<Finish> finish;
   std::set<uint64_t> rounds_started;
   bool hosting_requested = false;
+  bool hung = false;          // its workers hang: they neither succeed nor fail by themselves
+  bool release_owed = false;  // HangDetected sent, PeersCapturedStacks not yet received
+  bool released = false;      // the hung worker may be killed
+  bool capture_owed = false;  // CaptureStacks received, StacksCaptured not yet sent
 };
 
 // What a run did, checked by the invariants.
@@ -109,6 +116,7 @@ class World {
   int crashes_left_ = 0;
   int failures_left_ = 0;
   int signals_left_ = 0;
+  int hangs_left_ = 0;
   std::map<uint64_t, RoundRecord> rounds_;
   std::vector<std::string> log_;
   std::string problem_;
