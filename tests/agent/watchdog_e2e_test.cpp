@@ -292,6 +292,7 @@ TEST_CASE("watchdog timeout: restarts exhausted, every node's failure table name
         dir / ("agent-" + name), std::map<std::string, std::string>{{"OMP_NUM_THREADS", "1"}}));
   }
   int hung_lines = 0;
+  int peer_lines = 0;
   for (auto& agent : agents) {
     const auto status = agent->wait_exit(30s);
     const std::string output = agent->output();
@@ -306,8 +307,17 @@ TEST_CASE("watchdog timeout: restarts exhausted, every node's failure table name
     CHECK(table.find("stuck at: ") != std::string::npos);
     CHECK(table.find("/attempt_0/stacks/rank1.txt") != std::string::npos);
     hung_lines += static_cast<int>(lines_with(output, ") hung: no heartbeat for ").size());
+    // The other node's rank, captured before the kill, where it was (rank 0 of node 2 or 3).
+    for (const std::string& line : lines_with(output, "a worker hung on another node; ")) {
+      ++peer_lines;
+      const std::string marker = "this node's stacks: ";
+      const std::string peer_dir = line.substr(line.find(marker) + marker.size());
+      CHECK(peer_dir.ends_with("/attempt_0/stacks"));
+      CHECK(fs::exists(fs::path(peer_dir) / "rank0.txt"));
+    }
   }
   CHECK(hung_lines == 1);  // the stderr line is the hung rank's own node's
+  CHECK(peer_lines == 1);  // and the other node says where its stacks are
 }
 
 TEST_CASE("watchdog timeout: with --log_dir /dev/null the stacks go to a temporary folder") {
