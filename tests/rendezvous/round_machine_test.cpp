@@ -99,27 +99,15 @@ TEST_CASE("model: a signalled node leaves and the others scale down or stop") {
 }
 
 TEST_CASE("model: a hung worker waits for the other nodes' stacks, then fails and restarts") {
-  Scenario hang = dynamic("2 of 2, 1 hang", 2, 2, 2);
-  hang.hangs = 1;
-  check(hang);
-  Scenario both = dynamic("2 of 2, 2 hangs, 1 restart", 2, 2, 2);
-  both.hangs = 2;
-  both.env_at_quiescence = true;
-  check(both);
-  Scenario with_crash = dynamic("2 of 1:2, 1 hang, 1 crash", 2, 1, 2);
-  with_crash.hangs = 1;
-  with_crash.crashes = 1;
-  with_crash.env_at_quiescence = true;
-  check(with_crash);
-  Scenario with_signal = dynamic("2 of 2, 1 hang, SIGTERM", 2, 2, 2);
-  with_signal.hangs = 1;
-  with_signal.signals = 1;
-  with_signal.env_at_quiescence = true;
-  check(with_signal);
-  Scenario fixed = dynamic("static 2, 1 hang", 2, 2, 2);
-  fixed.mode = RoundMode::kStatic;
-  fixed.hangs = 1;
-  check(fixed);
+  check({.name = "2 of 2, 1 hang", .hangs = 1});
+  check({.name = "2 of 2, 2 hangs, 1 restart", .hangs = 2, .env_at_quiescence = true});
+  check({.name = "2 of 1:2, 1 hang, 1 crash",
+         .min_nodes = 1,
+         .crashes = 1,
+         .hangs = 1,
+         .env_at_quiescence = true});
+  check({.name = "2 of 2, 1 hang, SIGTERM", .signals = 1, .hangs = 1, .env_at_quiescence = true});
+  check({.name = "static 2, 1 hang", .mode = RoundMode::kStatic, .hangs = 1});
 }
 
 TEST_CASE("model: four nodes") {

@@ -32,15 +32,15 @@ struct Scenario {
   int max_nodes = 2;
   int nproc = 1;
   int max_restarts = 1;
-  std::set<int> late;  // nodes that start only when the explorer chooses (any time)
-  int crashes = 0;     // fault budgets, over the whole run
+  std::set<int> late{};  // nodes that start only when the explorer chooses (any time)
+  int crashes = 0;       // fault budgets, over the whole run
   int failures = 0;
   int signals = 0;
   // Workers that hang: the node's watchdog reports it (HangDetected), the others capture their
   // stacks, and the hung worker is killed (a failure) once the round released it.
   int hangs = 0;
   // Nodes allowed to crash / fail / be signalled (empty: any).
-  std::set<int> faulty;
+  std::set<int> faulty{};
   double horizon_s = 300;
   // Workers end (succeed or fail) within this long of their start, and late nodes start by
   // late_by_s: the clock does not pass these points before the environment acts, which keeps
