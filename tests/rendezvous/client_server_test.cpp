@@ -1,6 +1,11 @@
 // Our client against our server, in one process over loopback: every operation in both
 // wire generations, timeouts that leave the connection usable, and reconnects.
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <thread>
@@ -157,14 +162,23 @@ TEST_CASE("idempotent operations survive a server restart", "[integration]") {
 }
 
 TEST_CASE("connect gives up after connect_timeout with a clear error", "[integration]") {
-  uint16_t port = 0;
-  {
-    const auto server = start_server();
-    port = server->port();
-  }
+  // A port bound but not listening refuses every connection, and stays ours: a port merely
+  // freed could be taken meanwhile by a server of a test running beside this one, or be the
+  // client's own ephemeral port (a loopback self-connect), and then the connect succeeds.
+  const int refusing = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  REQUIRE(refusing >= 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof(address);
+  auto* generic = reinterpret_cast<sockaddr*>(&address);
+  REQUIRE(::bind(refusing, generic, sizeof(address)) == 0);
+  REQUIRE(::getsockname(refusing, generic, &length) == 0);
+  const uint16_t port = ntohs(address.sin_port);
   auto options = client_options(port, WireGeneration::g2);
   options.connect_timeout = 300ms;
   const auto started = std::chrono::steady_clock::now();
   CHECK_THROWS_WITH(StoreClient::connect(options), Catch::Contains("cannot connect"));
   CHECK(std::chrono::steady_clock::now() - started < 3s);
+  ::close(refusing);
 }

@@ -1,6 +1,7 @@
 // A hung trainer under `srun ddprun --watchdog-timeout`: the agent of its node notices the
-// silence, captures the stacks, kills it, and the job restarts inside the allocation and resumes
-// from its snapshot, instead of waiting out Gloo's 30-minute collective timeout.
+// silence, captures the stacks (node1 its own too), kills it, and the job restarts inside the
+// allocation and resumes from its snapshot, instead of waiting out Gloo's 30-minute collective
+// timeout.
 
 #include <signal.h>
 
@@ -53,6 +54,8 @@ TEST_CASE("a hung trainer under srun ddprun --watchdog-timeout restarts inside t
   CHECK(outcome->state == "COMPLETED");
   CHECK_THAT(tasks, Catch::Contains("hung: no heartbeat"));
   CHECK_THAT(tasks, Catch::Contains("stacks: "));
+  // node1's trainer, blocked in a collective with the hung one, was captured before the kill.
+  CHECK_THAT(tasks, Catch::Contains("a worker hung on another node; this node's stacks: /"));
   CHECK_THAT(tasks, Catch::Contains("restarting the worker group"));
   CHECK_THAT(tasks, Catch::Contains("resumed from " + snapshot.string() + ": finished epoch"));
   CHECK_THAT(tasks, Catch::Contains("done: " + std::to_string(kEpochs) + " epochs"));
