@@ -69,16 +69,9 @@ AgentLoop::AgentLoop(const launcher::LaunchConfig& config, SignalChannel& signal
       kill_timer_(io_),
       reap_timer_(io_),
       close_timer_(io_),
-      watchdog_(
-          io_, config, inherited_env_, events, host_, [this] { end_open_console_lines(); },
-          [this](const std::string& report) {
-            // A hang needs running workers, so the round runs: its driver exists.
-            if (driver_) {
-              driver_->feed(round::HangDetected{report});
-            } else {
-              watchdog_.peers_captured();
-            }
-          }) {
+      watchdog_(io_, config, inherited_env_, events, host_, [this] { end_open_console_lines(); },
+                {[this](const std::string& report) { hang_detected(report); },
+                 [this] { stacks_captured(); }}) {
   const char* templ = std::getenv("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE");
   prefix_template_ = templ != nullptr ? templ : std::string(kDefaultPrefixTemplate);
 }
@@ -421,12 +414,23 @@ void AgentLoop::write_agent_error_file(const std::vector<WorkerFailure>& failure
       path, agent_error_file_json(worker_json, root.message, root.timestamp_s, root.exit_code));
 }
 
+void AgentLoop::hang_detected(const std::string& report) {
+  // A hang needs running workers, so the round runs: its driver exists.
+  if (driver_) {
+    driver_->feed(round::HangDetected{report});
+  } else {
+    watchdog_.peers_captured();
+  }
+}
+
+void AgentLoop::stacks_captured() {
+  if (driver_) {
+    driver_->feed(round::StacksCaptured{});
+  }
+}
+
 void AgentLoop::capture_stacks(const round::CaptureStacks& /*request*/) {
-  watchdog_.capture_for_peer([this] {
-    if (driver_) {
-      driver_->feed(round::StacksCaptured{});
-    }
-  });
+  watchdog_.capture_for_peer();
 }
 
 void AgentLoop::peers_captured_stacks() {

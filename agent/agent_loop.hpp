@@ -58,6 +58,9 @@ class AgentLoop final : public rendezvous::backends::RoundListener {
                                           const std::string& attempt_dir) const;
   std::vector<WorkerFailure> local_failures() const;
   void end_open_console_lines();
+  // The hang watchdog's side of the round.
+  void hang_detected(const std::string& report);
+  void stacks_captured();
   void report_local_failures(const std::vector<WorkerFailure>& failures);
   void write_agent_error_file(const std::vector<WorkerFailure>& failures) const;
 

@@ -112,15 +112,14 @@ std::string one_line(const HungRank& rank, const std::string& outcome) {
 
 HangWatchdog::HangWatchdog(boost::asio::io_context& io, const launcher::LaunchConfig& config,
                            const EnvMap& agent_env, EventLog& events, std::string host,
-                           std::function<void()> before_print,
-                           std::function<void(const std::string&)> hang_detected)
+                           std::function<void()> before_print, RoundHooks round)
     : io_(io),
       config_(config),
       agent_env_(agent_env),
       events_(events),
       host_(std::move(host)),
       before_print_(std::move(before_print)),
-      hang_detected_(std::move(hang_detected)),
+      round_(std::move(round)),
       tools_(locate_stack_tools(agent_env, python_bin_dirs(config, agent_env))),
       // The bundled trainer is LibTorch without Python: py-spy could only fail on it.
       python_stacks_(config.entry_kind != launcher::EntryKind::kBundledTrainer),
@@ -215,7 +214,7 @@ void HangWatchdog::stop_watching() {
   queued_.clear();
   to_signal_.clear();
   peers_pending_ = false;  // the group stops: nothing is left to signal
-  answer_peer_request();
+  answer_round();
   timer_fd_.reset();
   for (auto& beat : heartbeats_)
     beat->wait.reset();  // a full pipe only makes the worker's write fail with EAGAIN
@@ -343,8 +342,26 @@ void HangWatchdog::on_hung(std::vector<HungRank> ranks) {
     if (live(rank.worker.pid))
       queued_.push_back(std::move(rank));
   }
-  if (!runner_ && !queued_.empty())
+  if (queued_.empty())
+    return;
+  if (!runner_) {
     start_capture();
+  } else if (capturing_.empty()) {
+    // A capture for another node's hang runs, of every local worker: it is this hang's too.
+    capturing_ = std::move(queued_);
+    queued_.clear();
+    tell_round_of_hang();
+  }
+}
+
+void HangWatchdog::tell_round_of_hang() {
+  // The round first, so the other nodes capture while this one does.
+  std::string report = host_ + ":";
+  for (const HungRank& rank : capturing_)
+    report += " rank " + std::to_string(rank.worker.global_rank) + " " + describe_hang_cause(rank);
+  peers_pending_ = true;
+  round_waits_ = true;
+  round_.hang_detected(report);
 }
 
 std::string HangWatchdog::stacks_dir_for_capture() {
@@ -369,15 +386,8 @@ std::string HangWatchdog::stacks_dir_for_capture() {
 void HangWatchdog::start_capture() {
   capturing_ = std::move(queued_);
   queued_.clear();
-  if (!capturing_.empty()) {
-    // The round first, so the other nodes capture while this one does.
-    std::string report = host_ + ":";
-    for (const HungRank& rank : capturing_)
-      report +=
-          " rank " + std::to_string(rank.worker.global_rank) + " " + describe_hang_cause(rank);
-    peers_pending_ = true;
-    hang_detected_(report);
-  }
+  if (!capturing_.empty())
+    tell_round_of_hang();
   std::vector<StackTarget> targets;
   for (const WatchedWorker& worker : workers_)
     targets.push_back(probe_stack_target(worker));
@@ -464,7 +474,7 @@ void HangWatchdog::finish_capture() {
                  dir.empty() ? "not captured" : dir.c_str());
     std::fflush(stderr);
     events_.record("peer_stacks", {{"stacks_dir", dir}});
-    answer_peer_request();
+    answer_round();
     start_queued_capture();
     return;
   }
@@ -493,18 +503,17 @@ void HangWatchdog::finish_capture() {
     to_signal_.push_back(std::move(rank));
   }
   capturing_.clear();
-  answer_peer_request();  // every local worker's stacks were in this capture
+  answer_round();  // every local worker's stacks were in this capture
   signal_hung_workers();
   start_queued_capture();
 }
 
 void HangWatchdog::start_queued_capture() {
-  if (!active_ || (queued_.empty() && !peer_request_done_))
+  if (!active_ || (queued_.empty() && !round_waits_))
     return;
   // Later, from the loop: this may run inside a handler of the capture just finished.
   boost::asio::post(io_, [this, generation = generation_] {
-    if (generation == generation_ && active_ && !runner_ &&
-        (!queued_.empty() || peer_request_done_))
+    if (generation == generation_ && active_ && !runner_ && (!queued_.empty() || round_waits_))
       start_capture();
   });
 }
@@ -523,30 +532,21 @@ void HangWatchdog::signal_hung_workers() {
     act_on(rank);
 }
 
-void HangWatchdog::capture_for_peer(std::function<void()> done) {
-  if (peer_request_done_) {
-    // One request per round; a second one shares the first's capture.
-    auto first = std::move(peer_request_done_);
-    peer_request_done_ = [first = std::move(first), done = std::move(done)] {
-      first();
-      done();
-    };
-  } else {
-    peer_request_done_ = std::move(done);
-  }
+void HangWatchdog::capture_for_peer() {
+  round_waits_ = true;
   if (!active_ || workers_.empty()) {
-    answer_peer_request();
+    answer_round();
     return;
   }
   if (!runner_)
     start_queued_capture();  // from the loop: this call comes from inside the round's step
 }
 
-void HangWatchdog::answer_peer_request() {
-  if (!peer_request_done_)
+void HangWatchdog::answer_round() {
+  if (!round_waits_)
     return;
-  boost::asio::post(io_, std::move(peer_request_done_));
-  peer_request_done_ = nullptr;
+  round_waits_ = false;
+  boost::asio::post(io_, round_.stacks_captured);
 }
 
 void HangWatchdog::act_on(const HungRank& rank) {

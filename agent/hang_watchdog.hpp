@@ -51,12 +51,19 @@ inline constexpr std::chrono::seconds kHangCaptureToolTimeout{5};
 class HangWatchdog {
  public:
   // before_print: ends the console's open lines (a worker's partial line must not swallow ours).
-  // hang_detected: tells the round of a local hang (one line naming this node and the ranks);
-  // the round answers through peers_captured(), possibly from inside the call.
+  // The round's side of a hang (the agent feeds them to its round machine).
+  struct RoundHooks {
+    // A local hang (one line naming this node and the ranks); the round answers through
+    // peers_captured(), possibly from inside the call.
+    std::function<void(const std::string&)> hang_detected;
+    // A capture the round waits for (a local hang's, or capture_for_peer()'s) ended: called
+    // from the loop, never inside a call into this class.
+    std::function<void()> stacks_captured;
+  };
+  // before_print: ends the console's open lines (a worker's partial line must not swallow ours).
   HangWatchdog(boost::asio::io_context& io, const launcher::LaunchConfig& config,
                const EnvMap& agent_env, EventLog& events, std::string host,
-               std::function<void()> before_print,
-               std::function<void(const std::string&)> hang_detected);
+               std::function<void()> before_print, RoundHooks round);
   ~HangWatchdog();
   HangWatchdog(const HangWatchdog&) = delete;
   HangWatchdog& operator=(const HangWatchdog&) = delete;
@@ -83,10 +90,10 @@ class HangWatchdog {
   // The round's answer to hang_detected: the hung workers may be signalled once their own
   // stacks are captured.
   void peers_captured();
-  // Another node's worker hung: captures the local workers' stacks, then calls done (from the
-  // loop, never inside this call). done is called also when the capture is cancelled or there
+  // Another node's worker hung: captures the local workers' stacks (or joins the capture under
+  // way), then calls the round's stacks_captured, also when the capture is cancelled or there
   // is nothing to capture.
-  void capture_for_peer(std::function<void()> done);
+  void capture_for_peer();
 
  private:
   void watch_timer_fifo();
@@ -98,9 +105,10 @@ class HangWatchdog {
   void watch_capture();
   void advance_capture();
   void finish_capture();
+  void tell_round_of_hang();
   void start_queued_capture();
   void signal_hung_workers();
-  void answer_peer_request();
+  void answer_round();
   void act_on(const HungRank& rank);
   bool live(pid_t pid) const;
   std::string stacks_dir_for_capture();
@@ -111,7 +119,7 @@ class HangWatchdog {
   EventLog& events_;
   std::string host_;
   std::function<void()> before_print_;
-  std::function<void(const std::string&)> hang_detected_;
+  RoundHooks round_;
   StackTools tools_;
   bool python_stacks_ = true;
 
@@ -142,8 +150,8 @@ class HangWatchdog {
   // Hung ranks whose stacks are captured, held until the round's answer (peers_pending_).
   std::vector<HungRank> to_signal_;
   bool peers_pending_ = false;
-  // Another node's request for this node's stacks, answered after the next capture.
-  std::function<void()> peer_request_done_;
+  // The round waits for the capture under way (or for the next one: a peer's request).
+  bool round_waits_ = false;
   std::unique_ptr<StackCaptureRunner> runner_;
   std::unique_ptr<boost::asio::posix::stream_descriptor> runner_fd_;
   boost::asio::steady_timer runner_deadline_;

@@ -13,7 +13,7 @@
 //  3. Answer HostWorkersStore with WorkersStoreHosted or WorkersStoreFailed.
 //  4. Arm one timer for next_deadline() after every step, and feed TimerFired when it passes.
 //  5. Stop feeding events after Finish; drop pending ops (their replies are ignored anyway).
-//  6. Answer every CaptureStacks with StacksCaptured, within a bounded time.
+//  6. Answer every CaptureStacks and HangDetected with StacksCaptured, in bounded time.
 
 #include <cstdint>
 #include <string>
@@ -58,13 +58,14 @@ struct SignalReceived {
   int signal = 0;
 };
 // The agent's watchdog found a local worker hung. The agent captures its own workers' stacks
-// and holds back the hung worker's signal until PeersCapturedStacks: the other nodes' ranks
-// still wait on it, and their stacks show where. report: one line naming this node and the
-// hung ranks, for the other nodes' notice.
+// (StacksCaptured when done) and holds back the hung worker's signal until
+// PeersCapturedStacks: the other nodes' ranks still wait on it, and their stacks show where.
+// report: one line naming this node and the hung ranks, for the other nodes' notice.
 struct HangDetected {
   std::string report;
 };
-// Answer to CaptureStacks: this node's workers' stacks are written (or their capture ended).
+// Answer to CaptureStacks and to HangDetected: this node's workers' stacks are written (or
+// their capture ended).
 struct StacksCaptured {};
 
 using MachineEvent = std::variant<Begin, KvAnswered, TimerFired, WorkersStoreHosted,

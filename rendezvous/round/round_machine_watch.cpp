@@ -291,9 +291,10 @@ void RoundMachine::on_running_reply(const Pending& pending, const KvResult& resu
 }
 
 // A hang, on the node that has it: publish it, so the others (waiting on the key) capture
-// their stacks while their ranks still wait on the hung one, and wait (bounded) for their
-// acknowledgements. The node acknowledges for itself at once: its own watchdog captures its
-// stacks, and a second node that hangs at the same time waits for this one too.
+// their stacks while their ranks still wait on the hung one, and wait (bounded) for every
+// node's acknowledgement. This node's own comes with the StacksCaptured of its watchdog's
+// capture, which started with the hang; so a second node that hangs at the same moment, and
+// captures for itself instead of for this one, is waited for too.
 void RoundMachine::hang_detected(const std::string& report) {
   const bool can_wait = phase_ == Phase::kRunning && workers_ == Workers::kRunning && current_ &&
                         participants() > 1 && !report_;
@@ -306,8 +307,8 @@ void RoundMachine::hang_detected(const std::string& report) {
   const uint64_t r = f.round;
   watch_.hang_published = true;
   watch_.awaiting_peer_stacks = true;
-  issue(Step::kHangPublish, KvMultiSet{{keys_.hang(r), keys_.hang_ack(r, f.slot)}, {report, "1"}},
-        Group::kWatch);
+  watch_.stacks_asked = true;  // by the hang itself: the watchdog captures
+  issue(Step::kHangPublish, KvSet{keys_.hang(r), report}, Group::kWatch);
   issue(Step::kHangAcksWait,
         KvWait{keys_.for_slots(participants(), [&](int slot) { return keys_.hang_ack(r, slot); }),
                to_millis(config_.peer_stacks_wait_s)},

@@ -9,7 +9,8 @@
 //    decision and the rounds whose failure was claimed, and no round runs past --max-restarts;
 //  - workers: never started twice in a round, never while others run, never left running;
 //  - hangs: a node is asked once per round for its stacks, and a hung worker is released only
-//    after its node reported it (and, being otherwise stuck, its node still finishes).
+//    after its node reported it (and, being otherwise stuck, its node still finishes); without
+//    a crash or a signal every node answers, so no hang waits out peer_stacks_wait_s.
 // And in every final state: every node that did not crash finished (nobody hangs), with 0, 1 or
 // 128+15, and with 0 when no fault was injected.
 

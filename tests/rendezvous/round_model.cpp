@@ -315,10 +315,12 @@ std::vector<std::function<void(World&)>> World::actions() const {
         w.deliver(i, WorkersStopped{});
       });
     }
-    if (node.capture_owed) {
+    if (node.capture_owed || node.own_capture_owed) {
       protocol = true;
       out.push_back([i](World& w) {
-        w.nodes_[static_cast<std::size_t>(i)].capture_owed = false;
+        SimNode& n = w.nodes_[static_cast<std::size_t>(i)];
+        n.capture_owed = false;
+        n.own_capture_owed = false;  // one capture serves both
         w.deliver(i, StacksCaptured{});
       });
     }
@@ -365,6 +367,7 @@ std::vector<std::function<void(World&)>> World::actions() const {
           SimNode& n = w.nodes_[static_cast<std::size_t>(i)];
           n.hung = true;
           n.release_owed = true;
+          n.own_capture_owed = true;
           w.log_.push_back("node" + std::to_string(i) + " worker hangs");
           w.deliver(i, HangDetected{"node" + std::to_string(i) + ": rank 0 hung"});
         });
@@ -510,6 +513,15 @@ std::string World::terminal_problem() const {
   }
   faults = faults || failures_left_ < scenario_->failures || signals_left_ < scenario_->signals ||
            hangs_left_ < scenario_->hangs;
+  // Without a crash or a signal, every node answers a hang: none is released by the bound.
+  const bool answers_expected =
+      std::none_of(nodes_.begin(), nodes_.end(), [](const SimNode& n) { return n.crashed; }) &&
+      signals_left_ == scenario_->signals;
+  for (const std::string& line : log_) {
+    if (answers_expected && line.find("not every other node captured") != std::string::npos) {
+      return "a hang waited out the bound although every node could answer: " + line;
+    }
+  }
   for (int i = 0; i < static_cast<int>(nodes_.size()); ++i) {
     const SimNode& node = nodes_[static_cast<std::size_t>(i)];
     if (node.crashed) {
@@ -543,7 +555,8 @@ uint64_t World::digest() const {
     out << "\n"
         << node.started << node.crashed << static_cast<int>(node.workers)
         << (node.finish ? node.finish->exit_status : -1) << node.hung << node.release_owed
-        << node.released << node.capture_owed << '|' << node.machine->digest() << '|';
+        << node.released << node.capture_owed << node.own_capture_owed << '|'
+        << node.machine->digest() << '|';
     for (const auto& q : node.queue) {
       out << op_text(q.op) << ',';
     }

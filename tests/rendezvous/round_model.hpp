@@ -71,10 +71,11 @@ struct SimNode {
   std::optional<Finish> finish;
   std::set<uint64_t> rounds_started;
   bool hosting_requested = false;
-  bool hung = false;          // its workers hang: they neither succeed nor fail by themselves
-  bool release_owed = false;  // HangDetected sent, PeersCapturedStacks not yet received
-  bool released = false;      // the hung worker may be killed
-  bool capture_owed = false;  // CaptureStacks received, StacksCaptured not yet sent
+  bool hung = false;              // its workers hang: they neither succeed nor fail by themselves
+  bool release_owed = false;      // HangDetected sent, PeersCapturedStacks not yet received
+  bool released = false;          // the hung worker may be killed
+  bool capture_owed = false;      // CaptureStacks received, StacksCaptured not yet sent
+  bool own_capture_owed = false;  // HangDetected sent: its own capture's StacksCaptured
 };
 
 // What a run did, checked by the invariants.
