@@ -133,9 +133,10 @@ constexpr std::array kOptions{
                "Hang watchdog, opt-in per worker: a worker that has written a byte to fd "
                "$DDPRUN_HEARTBEAT_FD once (Python, per step: "
                "os.write(int(os.environ[\"DDPRUN_HEARTBEAT_FD\"]), b\".\"); `train` beats "
-               "every step) and is then silent this long has its node's stacks captured "
-               "(<log-dir>/<run>/attempt_<n>/stacks/), is reported and SIGKILLed, and the group "
-               "restarts within --max-restarts. Default off."},
+               "every step) and is then silent this long has the stacks of every node's workers "
+               "captured (<log-dir>/<run>/attempt_<n>/stacks/ on each node with a watchdog on), "
+               "is reported and SIGKILLed, and the group restarts within --max-restarts. "
+               "Default off."},
     OptionSpec{"version", "", '\0', kFlag, kExtras, false, "", "Print the version and exit."},
     OptionSpec{"help", "", 'h', kFlag, kExtras, false, "", "Print this help and exit."},
 };
