@@ -48,6 +48,27 @@ struct Job {
   }
 };
 
+// Nodes 2 and 3 of `job` with their --rdzv_endpoint replaced by `endpoint` and --rdzv_conf by
+// `rdzv_conf` (no is_host pin unless it says so): both must finish with 0.
+void run_two_agents_at(const Job& job, const std::string& endpoint, const std::string& rdzv_conf) {
+  auto argv_for = [&](int node) {
+    std::vector<std::string> argv = job.agent_argv(node);
+    for (auto& arg : argv) {
+      if (arg == "127.0.0.2:" + std::to_string(job.port))
+        arg = endpoint;
+      if (arg.find("is_host=") != std::string::npos)
+        arg = rdzv_conf;
+    }
+    return argv;
+  };
+  Process a(argv_for(2), job.dir / "a");
+  Process b(argv_for(3), job.dir / "b");
+  INFO(a.output());
+  INFO(b.output());
+  CHECK(a.wait_exit(30s) == 0);
+  CHECK(b.wait_exit(30s) == 0);
+}
+
 // The agent has set up its event loop once it blocks SIGTERM (read through its signalfd).
 bool blocks_sigterm(pid_t pid) {
   std::ifstream status("/proc/" + std::to_string(pid) + "/status");
@@ -345,23 +366,10 @@ TEST_CASE("--tee: a partial line reaches the console before its newline") {
 
 TEST_CASE("the failure table lists every failed rank under the entry point as given") {
   TempDir dir;
-  fs::create_directories(dir / "sub");
   const std::string fifo = dir / "handoff";
   REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
   // Local ranks 1 and 2 fail at the same moment (a FIFO hand-off); rank 0 would run on.
-  write_file(dir / "sub/fail.sh",
-             "#!/bin/sh\n"
-             "case $LOCAL_RANK in\n"
-             "  1) echo x > " +
-                 fifo +
-                 "; exit 3;;\n"
-                 "  2) read x < " +
-                 fifo +
-                 "; exit 4;;\n"
-                 "  *) exec sleep 60;;\n"
-                 "esac\n");
-  REQUIRE(::chmod((dir / "sub/fail.sh").c_str(), 0755) == 0);
-  const std::string as_given = dir / "sub/../sub/fail.sh";
+  const std::string as_given = write_two_failing_ranks_script(dir, fifo);
   // --monitor-interval: torchrun reports the failures it sees in one check of its workers;
   // ddprun gathers failures for that long after the first one.
   Process agent({ddprun_binary(), "--standalone", "--nproc_per_node", "3", "--monitor-interval",
@@ -382,22 +390,8 @@ TEST_CASE("torchrun parity: what a user migrating from torchrun meets first") {
     Job job;
     job.script = "true";
     const uint16_t port = free_port("127.0.0.1");
-    auto argv_for = [&](int node) {
-      std::vector<std::string> argv = job.agent_argv(node);
-      for (auto& arg : argv) {
-        if (arg == "127.0.0.2:" + std::to_string(job.port))
-          arg = "127.0.0.1:" + std::to_string(port);
-        if (arg.find("is_host=") != std::string::npos)
-          arg = kFastRdzv;  // no is_host: the heuristic decides
-      }
-      return argv;
-    };
-    Process a(argv_for(2), job.dir / "a");
-    Process b(argv_for(3), job.dir / "b");
-    INFO(a.output());
-    INFO(b.output());
-    CHECK(a.wait_exit(30s) == 0);
-    CHECK(b.wait_exit(30s) == 0);
+    run_two_agents_at(job, "127.0.0.1:" + std::to_string(port),
+                      kFastRdzv);  // the heuristic decides
   }
   SECTION("SIGTERM while the store is still unreachable ends the agent at once") {
     Job job;
@@ -423,22 +417,7 @@ TEST_CASE("torchrun parity: what a user migrating from torchrun meets first") {
     REQUIRE(python.read_line(10s) == std::optional<std::string>("ready"));
     Job job;
     job.script = "true";
-    auto argv_for = [&](int node) {
-      std::vector<std::string> argv = job.agent_argv(node);
-      for (auto& arg : argv) {
-        if (arg == "127.0.0.2:" + std::to_string(job.port))
-          arg = "127.0.0.1:" + port;
-        if (arg.find("is_host=") != std::string::npos)
-          arg = kFastRdzv + ",is_host=0";
-      }
-      return argv;
-    };
-    Process a(argv_for(2), job.dir / "a");
-    Process b(argv_for(3), job.dir / "b");
-    INFO(a.output());
-    INFO(b.output());
-    CHECK(a.wait_exit(30s) == 0);
-    CHECK(b.wait_exit(30s) == 0);
+    run_two_agents_at(job, "127.0.0.1:" + port, kFastRdzv + ",is_host=0");
   }
   SECTION("--standalone gives workers MASTER_ADDR=localhost, as torchrun") {
     TempDir dir;

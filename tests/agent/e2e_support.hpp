@@ -230,6 +230,27 @@ inline bool wait_for_lines(const std::string& path, std::size_t min_lines,
       limit);
 }
 
+// <dir>/sub/fail.sh, a worker script where local rank 1 exits 3 after handing a token through
+// the FIFO `fifo` to local rank 2, which then exits 4 (two failures within moments of each
+// other), and any other rank sleeps until it is stopped. Returns its path as a user might
+// spell it ("sub/../sub/fail.sh"), which a failure table must repeat as given.
+inline std::string write_two_failing_ranks_script(const TempDir& dir, const std::string& fifo) {
+  fs::create_directories(dir / "sub");
+  write_file(dir / "sub/fail.sh",
+             "#!/bin/sh\n"
+             "case $LOCAL_RANK in\n"
+             "  1) echo x > " +
+                 fifo +
+                 "; exit 3;;\n"
+                 "  2) read x < " +
+                 fifo +
+                 "; exit 4;;\n"
+                 "  *) exec sleep 60;;\n"
+                 "esac\n");
+  fs::permissions(dir / "sub/fail.sh", fs::perms::owner_all);
+  return dir / "sub/../sub/fail.sh";
+}
+
 inline std::size_t count_occurrences(const std::string& text, const std::string& needle) {
   std::size_t count = 0;
   for (auto at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) {

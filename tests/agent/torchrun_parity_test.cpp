@@ -126,23 +126,10 @@ TEST_CASE("what a terminal shows and what workers see of it, mode by mode, as to
 
 TEST_CASE("several ranks fail at once: torchrun 2.13's table, entry point as given") {
   TempDir dir;
-  fs::create_directories(dir / "sub");
   const std::string fifo = dir / "handoff";
   // Local ranks 1 and 2 fail within moments of each other (a FIFO hand-off); rank 0 runs on
   // until it is stopped. --monitor-interval 3: both failures fall in one of torchrun's checks.
-  write_file(dir / "sub/fail.sh",
-             "#!/bin/sh\n"
-             "case $LOCAL_RANK in\n"
-             "  1) echo x > " +
-                 fifo +
-                 "; exit 3;;\n"
-                 "  2) read x < " +
-                 fifo +
-                 "; exit 4;;\n"
-                 "  *) exec sleep 60;;\n"
-                 "esac\n");
-  REQUIRE(::chmod((dir / "sub/fail.sh").c_str(), 0755) == 0);
-  const std::string as_given = dir / "sub/../sub/fail.sh";
+  const std::string as_given = write_two_failing_ranks_script(dir, fifo);
   auto run = [&](const std::vector<std::string>& launcher, const std::string& tag) {
     REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
     Process agent(concat(launcher, {"--standalone", "--nproc-per-node", "3", "--monitor-interval",
