@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "slurm_cluster.hpp"
+#include "started_training.hpp"
 #include "training_job.hpp"
 #include "wait_for_path.hpp"
 
@@ -24,18 +25,9 @@ constexpr int kEpochs = 3;
 TEST_CASE("a hung trainer under srun ddprun --watchdog-timeout restarts inside the allocation") {
   SlurmCluster cluster;
   const auto dir = cluster.job_dir();
-  std::vector<std::string> command = {
-      ddprun_binary().string(), "--watchdog-timeout", "3", "--max_restarts", "1", "train"};
-  for (auto& override_arg : tiny_training(dir, kEpochs, 60)) {
-    command.push_back(override_arg);
-  }
-  const auto job =
-      cluster.submit({"-N2", "--ntasks-per-node=1", "--chdir", dir.string(), "-o",
-                      (dir / "job.out").string(), write_batch_script(dir, command).string()});
+  const auto job = start_two_node_training(
+      cluster, dir, {"--watchdog-timeout", "3", "--max_restarts", "1"}, kEpochs, 60);
   const auto snapshot = dir / "snapshot.pt";
-  const bool first_snapshot = wait_for_path(snapshot, 120s);
-  INFO(read_file(dir / "task-0.out") << read_file(dir / "task-1.out") << cluster.log_tail());
-  REQUIRE(first_snapshot);
 
   // Hang node2's trainer: stopped, it neither beats nor answers its peer's collectives.
   const auto trainer = ddprun_binary().parent_path() / "ddprun-train";

@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "slurm_cluster.hpp"
+#include "started_training.hpp"
 #include "training_job.hpp"
 #include "wait_for_path.hpp"
 
@@ -22,25 +23,12 @@ constexpr int kEpochs = 5;
 TEST_CASE("losing a node of a --nnodes 1:2 job: the other trains on from the last snapshot") {
   SlurmCluster cluster;
   const auto dir = cluster.job_dir();
-  std::vector<std::string> command = {
-      ddprun_binary().string(),
-      "--nnodes",
-      "1:2",
-      "--max_restarts",
-      "3",
-      "--rdzv_conf",
-      "last_call_timeout=1,keep_alive_interval=1,keep_alive_max_attempt=2",
-      "train"};
-  for (auto& override_arg : tiny_training(dir, kEpochs, 60)) {
-    command.push_back(override_arg);
-  }
-  const auto job =
-      cluster.submit({"-N2", "--ntasks-per-node=1", "--chdir", dir.string(), "-o",
-                      (dir / "job.out").string(), write_batch_script(dir, command).string()});
+  const auto job = start_two_node_training(
+      cluster, dir,
+      {"--nnodes", "1:2", "--max_restarts", "3", "--rdzv_conf",
+       "last_call_timeout=1,keep_alive_interval=1,keep_alive_max_attempt=2"},
+      kEpochs, 60);
   const auto snapshot = dir / "snapshot.pt";
-  const bool first_snapshot = wait_for_path(snapshot, 120s);
-  INFO(read_file(dir / "task-0.out") << read_file(dir / "task-1.out") << cluster.log_tail());
-  REQUIRE(first_snapshot);
 
   // Lose node2: SIGKILL to everything of the job there except Slurm's own slurmstepd.
   const auto stepd = std::filesystem::canonical("/usr/sbin/slurmstepd");

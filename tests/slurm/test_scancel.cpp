@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "slurm_cluster.hpp"
+#include "started_training.hpp"
 #include "training_job.hpp"
 #include "wait_for_path.hpp"
 
@@ -16,17 +17,8 @@ using namespace ddprun::slurm_test;
 TEST_CASE("scancel: the workers get SIGTERM, snapshot, and nothing is left running") {
   SlurmCluster cluster;
   const auto dir = cluster.job_dir();
-  std::vector<std::string> command = {ddprun_binary().string(), "train"};
-  for (auto& override_arg : tiny_training(dir, 1000, 30)) {
-    command.push_back(override_arg);
-  }
-  const auto job =
-      cluster.submit({"-N2", "--ntasks-per-node=1", "--chdir", dir.string(), "-o",
-                      (dir / "job.out").string(), write_batch_script(dir, command).string()});
+  const auto job = start_two_node_training(cluster, dir, {}, 1000, 30);
   const auto snapshot = dir / "snapshot.pt";
-  const bool first_snapshot = wait_for_path(snapshot, 120s);
-  INFO(read_file(dir / "task-0.out") << read_file(dir / "task-1.out") << cluster.log_tail());
-  REQUIRE(first_snapshot);
 
   const auto before_cancel = std::filesystem::file_time_type::clock::now();
   const auto cancelled = cluster.client({"scancel", job}, 30s);
