@@ -15,6 +15,7 @@
 #include "e2e_support.hpp"
 #include "events_file.hpp"
 #include "tests/rendezvous/etcd_cluster.hpp"
+#include "tests/slurm/training_job.hpp"
 
 using namespace ddprun::agent::e2e;
 using namespace std::chrono_literals;
@@ -37,17 +38,7 @@ bool have_trainer() {
 // A small minGPT run: each epoch about a second, a snapshot after every epoch.
 std::vector<std::string> tiny_training(const TempDir& dir, const std::string& snapshot,
                                        int max_epochs) {
-  return {"gpt_config.n_layer=1",
-          "gpt_config.n_head=2",
-          "gpt_config.n_embd=32",
-          "data_config.block_size=32",
-          "trainer_config.batch_size=8",
-          "trainer_config.eval_batches=1",
-          "trainer_config.log_every=1000",
-          "trainer_config.save_every=1",
-          "trainer_config.max_epochs=" + std::to_string(max_epochs),
-          "trainer_config.steps_per_epoch=200",
-          "trainer_config.snapshot_path=" + (dir / snapshot)};
+  return ddprun::slurm_test::tiny_training_at(dir / snapshot, max_epochs, 200, 1000);
 }
 
 EtcdCluster::Options three_members() {

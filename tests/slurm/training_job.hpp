@@ -1,6 +1,6 @@
 #pragma once
-// What the Slurm tests ask of the bundled trainer: a tiny model and short epochs, so that a
-// 2-node run takes seconds on the machine's 2 shared CPUs, with its snapshot in `dir`.
+// What the Slurm tests (and the etcd end-to-end test) ask of the bundled trainer: a tiny model
+// and short epochs, so that a 2-node run takes seconds on the machine's 2 shared CPUs.
 
 #include <filesystem>
 #include <fstream>
@@ -10,19 +10,28 @@
 
 namespace ddprun::slurm_test {
 
-inline std::vector<std::string> tiny_training(const std::filesystem::path& dir, int max_epochs,
-                                              int steps_per_epoch) {
+// The configuration overrides: max_epochs of steps_per_epoch steps, a progress line every
+// log_every steps, a snapshot after every epoch at `snapshot`.
+inline std::vector<std::string> tiny_training_at(const std::filesystem::path& snapshot,
+                                                 int max_epochs, int steps_per_epoch,
+                                                 int log_every) {
   return {"gpt_config.n_layer=1",
           "gpt_config.n_head=2",
           "gpt_config.n_embd=32",
           "data_config.block_size=32",
           "trainer_config.batch_size=8",
           "trainer_config.eval_batches=1",
-          "trainer_config.log_every=1",
+          "trainer_config.log_every=" + std::to_string(log_every),
           "trainer_config.save_every=1",
           "trainer_config.max_epochs=" + std::to_string(max_epochs),
           "trainer_config.steps_per_epoch=" + std::to_string(steps_per_epoch),
-          "trainer_config.snapshot_path=" + (dir / "snapshot.pt").string()};
+          "trainer_config.snapshot_path=" + snapshot.string()};
+}
+
+// The Slurm tests': every step logged, the snapshot at <dir>/snapshot.pt.
+inline std::vector<std::string> tiny_training(const std::filesystem::path& dir, int max_epochs,
+                                              int steps_per_epoch) {
+  return tiny_training_at(dir / "snapshot.pt", max_epochs, steps_per_epoch, 1);
 }
 
 // `sbatch --export` value that gives the job this build's ddprun plus `extra` (e.g. "A=b").
