@@ -344,18 +344,19 @@ void HangWatchdog::on_hung(std::vector<HungRank> ranks) {
   }
   if (queued_.empty())
     return;
-  if (!runner_) {
+  if (!runner_)
     start_capture();
-  } else if (capturing_.empty()) {
-    // A capture for another node's hang runs, of every local worker: it is this hang's too.
-    capturing_ = std::move(queued_);
-    queued_.clear();
-    tell_round_of_hang();
-  }
+  else if (capturing_.empty())
+    adopt_queued_hangs();  // a capture for another node's hang runs, of every local worker
 }
 
-void HangWatchdog::tell_round_of_hang() {
-  // The round first, so the other nodes capture while this one does.
+// The queued hangs become the capture's, and the round hears of them first, so the other
+// nodes capture while this one does.
+void HangWatchdog::adopt_queued_hangs() {
+  capturing_ = std::move(queued_);
+  queued_.clear();
+  if (capturing_.empty())
+    return;
   std::string report = host_ + ":";
   for (const HungRank& rank : capturing_)
     report += " rank " + std::to_string(rank.worker.global_rank) + " " + describe_hang_cause(rank);
@@ -384,10 +385,7 @@ std::string HangWatchdog::stacks_dir_for_capture() {
 }
 
 void HangWatchdog::start_capture() {
-  capturing_ = std::move(queued_);
-  queued_.clear();
-  if (!capturing_.empty())
-    tell_round_of_hang();
+  adopt_queued_hangs();
   std::vector<StackTarget> targets;
   for (const WatchedWorker& worker : workers_)
     targets.push_back(probe_stack_target(worker));

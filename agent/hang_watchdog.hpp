@@ -50,7 +50,6 @@ inline constexpr std::chrono::seconds kHangCaptureToolTimeout{5};
 
 class HangWatchdog {
  public:
-  // before_print: ends the console's open lines (a worker's partial line must not swallow ours).
   // The round's side of a hang (the agent feeds them to its round machine).
   struct RoundHooks {
     // A local hang (one line naming this node and the ranks); the round answers through
@@ -105,7 +104,7 @@ class HangWatchdog {
   void watch_capture();
   void advance_capture();
   void finish_capture();
-  void tell_round_of_hang();
+  void adopt_queued_hangs();
   void start_queued_capture();
   void signal_hung_workers();
   void answer_round();

@@ -204,7 +204,7 @@ class RoundMachine {
     // A hung worker on this node: published in this round; PeersCapturedStacks still owed.
     bool hang_published = false;
     bool awaiting_peer_stacks = false;
-    // Another node's hang: this node's stacks asked for, and acknowledged.
+    // This node's stacks asked for (by another node's hang, or by its own) and acknowledged.
     bool stacks_asked = false;
     bool stacks_acked = false;
   };

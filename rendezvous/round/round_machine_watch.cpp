@@ -298,9 +298,16 @@ void RoundMachine::on_running_reply(const Pending& pending, const KvResult& resu
 void RoundMachine::hang_detected(const std::string& report) {
   const bool can_wait = phase_ == Phase::kRunning && workers_ == Workers::kRunning && current_ &&
                         participants() > 1 && !report_;
-  if (!can_wait || watch_.hang_published) {
-    // Alone, not running, or the others captured for this round's first hang already.
-    emit(PeersCapturedStacks{});
+  if (watch_.hang_published) {
+    // A later hang of this round: the others captured for the first one already, or are still
+    // capturing, and then the answer owed for the first covers this one too.
+    if (!watch_.awaiting_peer_stacks) {
+      emit(PeersCapturedStacks{});
+    }
+    return;
+  }
+  if (!can_wait) {
+    emit(PeersCapturedStacks{});  // alone, or not running: nobody to wait for
     return;
   }
   const Formed& f = *current_;
