@@ -11,7 +11,6 @@
 #include "slurm_cluster.hpp"
 #include "started_training.hpp"
 #include "training_job.hpp"
-#include "wait_for_path.hpp"
 
 using namespace std::chrono_literals;
 using namespace ddprun::slurm_test;
