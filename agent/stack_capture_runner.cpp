@@ -4,7 +4,6 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/epoll.h>
-#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -15,6 +14,8 @@
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
+
+#include "agent/forked_child.hpp"
 
 namespace ddprun::agent {
 
@@ -38,39 +39,19 @@ ToolImage build_image(const CaptureCommand& command) {
   return image;
 }
 
-void write_all_raw(int fd, const char* text, std::size_t size) {
-  while (size > 0) {
-    const ssize_t n = ::write(fd, text, size);
-    if (n <= 0)
-      return;
-    text += n;
-    size -= static_cast<std::size_t>(n);
-  }
-}
-
 [[noreturn]] void run_tool(const ToolImage& image, char* const* envp, int output_fd,
                            int dev_null_fd, pid_t parent) {
   ::setpgid(0, 0);
-  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (::getppid() != parent)
-    ::_exit(1);
+  die_with_agent(parent);
   sigset_t empty;
   ::sigemptyset(&empty);
-  ::sigprocmask(SIG_SETMASK, &empty, nullptr);
-  struct sigaction default_action {};
-  default_action.sa_handler = SIG_DFL;
-  ::sigaction(SIGPIPE, &default_action, nullptr);
+  restore_signals(empty);
   ::dup2(dev_null_fd, STDIN_FILENO);
   ::dup2(output_fd, STDOUT_FILENO);
   ::dup2(output_fd, STDERR_FILENO);
   ::close_range(3, ~0U, 0);
   ::execve(image.argv.front(), image.argv.data(), envp);
-  const int exec_errno = errno;
-  write_all_raw(STDERR_FILENO, image.exec_error_prefix.data(), image.exec_error_prefix.size());
-  const char* reason = ::strerror(exec_errno);
-  write_all_raw(STDERR_FILENO, reason, std::strlen(reason));
-  write_all_raw(STDERR_FILENO, "\n", 1);
-  ::_exit(127);
+  exit_with_reason(image.exec_error_prefix, errno);
 }
 
 std::string describe_end(StackCaptureRunner::CommandEnd end, int wait_status,
@@ -145,7 +126,7 @@ StackCaptureRunner::~StackCaptureRunner() {
 
 void StackCaptureRunner::append(std::size_t index, const std::string& line) {
   const std::string text = line + "\n";
-  write_all_raw(states_[index].output.get(), text.data(), text.size());
+  write_all_raw(states_[index].output.get(), text);
 }
 
 void StackCaptureRunner::record_end(std::size_t index, std::size_t command, CommandEnd end,

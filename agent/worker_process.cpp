@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <sched.h>
-#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,6 +10,7 @@
 #include <memory>
 #include <stdexcept>
 
+#include "agent/forked_child.hpp"
 #include "agent/heartbeat_channel.hpp"
 
 namespace ddprun::agent {
@@ -72,40 +72,15 @@ ExecImage build_image(const WorkerCommand& command) {
   return image;
 }
 
-void write_all_raw(int fd, const char* text, std::size_t size) {
-  while (size > 0) {
-    ssize_t n = ::write(fd, text, size);
-    if (n <= 0)
-      return;
-    text += n;
-    size -= static_cast<std::size_t>(n);
-  }
-}
-
-[[noreturn]] void exit_with_reason(const std::string& prefix, int error) {
-  write_all_raw(STDERR_FILENO, prefix.data(), prefix.size());
-  const char* reason = ::strerror(error);
-  write_all_raw(STDERR_FILENO, reason, std::strlen(reason));
-  write_all_raw(STDERR_FILENO, "\n", 1);
-  ::_exit(127);
-}
-
 [[noreturn]] void run_child(const ExecImage& image, const WorkerCommand& command,
                             const sigset_t& child_mask, pid_t agent_pid) {
   ::setsid();
-  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-  // The agent may have died between fork and prctl: then nobody would kill us later.
-  if (::getppid() != agent_pid)
-    ::_exit(1);
+  die_with_agent(agent_pid);
   if (command.stdout_fd >= 0)
     ::dup2(command.stdout_fd, STDOUT_FILENO);
   if (command.stderr_fd >= 0)
     ::dup2(command.stderr_fd, STDERR_FILENO);
-  // Ignored dispositions survive exec; the agent ignores SIGPIPE, the worker must not.
-  struct sigaction default_action {};
-  default_action.sa_handler = SIG_DFL;
-  ::sigaction(SIGPIPE, &default_action, nullptr);
-  ::sigprocmask(SIG_SETMASK, &child_mask, nullptr);
+  restore_signals(child_mask);
   unsigned first_to_close = 3;
   if (command.heartbeat_fd >= 0) {
     const int after = HeartbeatChannel::install_in_child(command.heartbeat_fd);

@@ -6,7 +6,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -19,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/forked_child.hpp"
 #include "agent/heartbeat_channel.hpp"
 #include "e2e_support.hpp"
 
@@ -112,12 +112,10 @@ class ChildProcess {
     pid_ = ::fork();
     if (pid_ == 0) {
       ::setpgid(0, 0);
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (::getppid() != parent)
-        ::_exit(1);
+      agent::die_with_agent(parent);
       sigset_t empty;
       ::sigemptyset(&empty);
-      ::sigprocmask(SIG_SETMASK, &empty, nullptr);
+      agent::restore_signals(empty);
       ::dup2(stdin_pipe[0], 0);
       ::dup2(out, 1);
       ::dup2(out, 2);
