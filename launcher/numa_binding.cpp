@@ -10,6 +10,7 @@
 #include <sstream>
 #include <system_error>
 
+#include "launcher/gpu_visibility.hpp"
 #include "launcher/text.hpp"
 #include "launcher/usage_error.hpp"
 
@@ -134,14 +135,7 @@ std::vector<std::size_t> visible_gpu_indices(const NumaTopology& topology,
       indices.push_back(i);
     return indices;
   }
-  std::string_view rest = *visible;
-  while (!rest.empty()) {
-    const auto comma = rest.find(',');
-    std::string_view item = rest.substr(0, comma);
-    while (!item.empty() && item.front() == ' ')
-      item.remove_prefix(1);
-    while (!item.empty() && item.back() == ' ')
-      item.remove_suffix(1);
+  for (const std::string_view item : cuda_visible_entries(*visible)) {
     if (item.starts_with("MIG-")) {
       cannot_bind(cat("CUDA_VISIBLE_DEVICES names the MIG device ", item,
                       ", whose GPU ddprun cannot tell without the NVIDIA driver's library"),
@@ -160,9 +154,6 @@ std::vector<std::size_t> visible_gpu_indices(const NumaTopology& topology,
     if (!found || std::find(indices.begin(), indices.end(), *found) != indices.end())
       break;
     indices.push_back(*found);
-    if (comma == std::string_view::npos)
-      break;
-    rest.remove_prefix(comma + 1);
   }
   return indices;
 }
