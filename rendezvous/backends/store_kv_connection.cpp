@@ -190,23 +190,24 @@ void StoreKvConnection::flush() {
     entries_.push_back(std::move(fence));
     pending_output_ += fence_;
   }
-  writing_.swap(pending_output_);
-  pending_output_.clear();
+  writing_.swap(pending_output_);  // writing_ was empty: pending_output_ is now
   write_in_flight_ = true;
-  boost::asio::async_write(
-      socket_, boost::asio::buffer(writing_),
-      [self = shared_from_this()](const boost::system::error_code& error, std::size_t) {
-        self->write_in_flight_ = false;
-        self->writing_.clear();
-        if (self->closed_) {
-          return;
-        }
-        if (error) {
-          self->fail(KvErrorKind::kUnreachable, "send failed: " + error.message());
-          return;
-        }
-        self->flush();
-      });
+  boost::asio::async_write(socket_, boost::asio::buffer(writing_),
+                           [self = shared_from_this()](const boost::system::error_code& error,
+                                                       std::size_t) { self->on_written(error); });
+}
+
+void StoreKvConnection::on_written(const boost::system::error_code& error) {
+  write_in_flight_ = false;
+  writing_.clear();
+  if (closed_) {
+    return;
+  }
+  if (error) {
+    fail(KvErrorKind::kUnreachable, "send failed: " + error.message());
+    return;
+  }
+  flush();
 }
 
 void StoreKvConnection::arm_read() {

@@ -117,6 +117,7 @@ class StoreKvConnection : public std::enable_shared_from_this<StoreKvConnection>
   bool parse_value(Entry& entry, std::string& value, std::string& violation, Parse& status);
   void schedule_flush();
   void flush();
+  void on_written(const boost::system::error_code& error);
   void arm_reply_timer();
   void on_reply_timer();
   void fail(round::KvErrorKind kind, const std::string& reason);
