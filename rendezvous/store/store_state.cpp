@@ -263,16 +263,25 @@ void StoreState::disconnect(ConnectionId connection) {
   watched_by_.erase(watched);
 }
 
+std::optional<std::string> StoreState::read_counter(std::string_view op, const std::string& key,
+                                                    std::int64_t& value) const {
+  value = 0;
+  if (const auto found = values_.find(key); found != values_.end()) {
+    const auto parsed = parse_counter(found->second);
+    if (!parsed) {
+      return std::string(op) + " on key '" + printable(key) + "' whose value is not an integer";
+    }
+    value = *parsed;
+  }
+  return std::nullopt;
+}
+
 std::optional<std::string> StoreState::handle_add(ConnectionId from, Request& request,
                                                   std::vector<OutgoingMessage>& out) {
   const std::string& key = request.keys[0];
   std::int64_t current = 0;
-  if (const auto found = values_.find(key); found != values_.end()) {
-    const auto parsed = parse_counter(found->second);
-    if (!parsed) {
-      return "ADD on key '" + printable(key) + "' whose value is not an integer";
-    }
-    current = *parsed;
+  if (auto error = read_counter("ADD", key, current)) {
+    return error;
   }
   std::int64_t sum = 0;
   if (__builtin_add_overflow(current, request.integer, &sum)) {
@@ -311,12 +320,8 @@ std::optional<std::string> StoreState::handle_barrier(ConnectionId from, Request
                                                       std::vector<OutgoingMessage>& out) {
   const std::string& key = request.keys[0];
   std::int64_t arrived = 0;
-  if (const auto found = values_.find(key); found != values_.end()) {
-    const auto parsed = parse_counter(found->second);
-    if (!parsed) {
-      return "BARRIER on key '" + printable(key) + "' whose value is not an integer";
-    }
-    arrived = *parsed;
+  if (auto error = read_counter("BARRIER", key, arrived)) {
+    return error;
   }
   if (arrived == INT64_MAX) {
     return "BARRIER on key '" + printable(key) + "' overflows int64";

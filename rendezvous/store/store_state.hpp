@@ -12,6 +12,7 @@
 #include <deque>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -72,6 +73,10 @@ class StoreState {
   void notify_watchers(std::uint8_t kind, const std::string& key, const std::string& old_value,
                        const std::string& new_value, std::vector<OutgoingMessage>& out);
 
+  // The counter at key into value (0 when absent); the error, naming op, when the key holds
+  // something else than an integer.
+  std::optional<std::string> read_counter(std::string_view op, const std::string& key,
+                                          std::int64_t& value) const;
   std::optional<std::string> handle_add(ConnectionId from, Request& request,
                                         std::vector<OutgoingMessage>& out);
   std::optional<std::string> handle_compare_set(ConnectionId from, Request& request,
