@@ -14,23 +14,10 @@
 # must not leave the machine. Needs root (or unshare rights) for that.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-root="$(cd "$here/../.." && pwd)"
-# Absolute, because the benchmarks run their programs from other working directories.
-# The first argument is the build folder unless it is an option (run.sh --etcd-cluster ...).
-if [ $# -gt 0 ] && [ "${1#-}" = "$1" ]; then
-  build_arg="$1"
-  shift
-else
-  build_arg="$root/build"
-fi
-build="$(mkdir -p "$build_arg" && cd "$build_arg" && pwd)"
-if [ ! -f "$build/CMakeCache.txt" ]; then
-  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-fi
-cmake --build "$build" -j"${JOBS:-$(nproc)}" --target ddprun >/dev/null
+source "$here/../setup.sh"
+bench_build ddprun
 # The reference: the real torchrun of the project's venv (scripts/install-deps.sh makes it).
-torchrun="$root/.venv/bin/torchrun"
-[ -x "$torchrun" ] || { echo "bench/agent: $torchrun missing: run scripts/install-deps.sh" >&2; exit 1; }
+torchrun=$(venv_program torchrun)
 # Hundreds of agents, each with its sockets and pipes.
 ulimit -n "$(ulimit -Hn)"
 echo "bench/agent: $(uptime)"

@@ -6,11 +6,10 @@
 # Usage: bench/chaos/run.sh [BUILD_DIR] [FAULTS (default 200)] [SEED (default: the time)]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/../.." && pwd)
-build="$(mkdir -p "${1:-$root/build}" && cd "${1:-$root/build}" && pwd)"
-faults=${2:-200}
-seed=${3:-$(date +%s)}
-cmake --build "$build" -j2 --target agent_etcd_e2e_test ddprun ddprun-train >/dev/null
+source "$here/../setup.sh"
+faults=${1:-200}
+seed=${2:-$(date +%s)}
+bench_build agent_etcd_e2e_test ddprun ddprun-train
 echo "bench/chaos: $faults faults, seed $seed; $(uptime)"
 start=$(date +%s)
 status=0

@@ -5,13 +5,8 @@
 # this script starts on 127.0.0.1-3 in a folder of its own and stops by PID at the end.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/../.." && pwd)
-build="$(mkdir -p "${1:-$root/build}" && cd "${1:-$root/build}" && pwd)"
-shift || true
-if [ ! -f "$build/CMakeCache.txt" ]; then
-  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-fi
-cmake --build "$build" -j2 --target ddprun-store rendezvous_sim >/dev/null
+source "$here/../setup.sh"
+bench_build ddprun-store rendezvous_sim
 # Each simulated agent holds about three connections, and so does the store for it.
 ulimit -n 1048576 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 # The listen backlog caps how many agents connect at once without SYN retries (1 s each).

@@ -7,9 +7,9 @@
 
 namespace ddprun::bench::store {
 
-UniqueFd start_connect(const sockaddr_in& server, int& error) {
-  UniqueFd socket(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-  if (!socket.valid()) {
+OwnedFd start_connect(const sockaddr_in& server, int& error) {
+  OwnedFd socket(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  if (!socket) {
     error = errno;
     return socket;
   }
@@ -20,14 +20,14 @@ UniqueFd start_connect(const sockaddr_in& server, int& error) {
   if (::connect(socket.get(), reinterpret_cast<const sockaddr*>(&server), sizeof(server)) != 0 &&
       errno != EINPROGRESS) {
     error = errno;
-    return UniqueFd();
+    return OwnedFd();
   }
   error = 0;
   return socket;
 }
 
 void LoadConnection::reset() {
-  socket_.close();
+  socket_.reset();
   output_.clear();
   sent_ = 0;
   input_.clear();

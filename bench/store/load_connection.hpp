@@ -15,10 +15,12 @@
 #include <string_view>
 #include <vector>
 
+#include "agent/owned_fd.hpp"
 #include "bench/store/g2_requests.hpp"
-#include "bench/store/unique_fd.hpp"
 
 namespace ddprun::bench::store {
+
+using agent::OwnedFd;
 
 // One complete reply, as parsed.
 struct Reply {
@@ -33,10 +35,10 @@ class LoadConnection {
   static constexpr std::size_t kMaxValueBytes = 1 << 20;
 
   LoadConnection() = default;
-  explicit LoadConnection(UniqueFd socket) : socket_(std::move(socket)) {}
+  explicit LoadConnection(OwnedFd socket) : socket_(std::move(socket)) {}
 
   int fd() const { return socket_.get(); }
-  bool open() const { return socket_.valid(); }
+  bool open() const { return static_cast<bool>(socket_); }
   // Closes with a reset (SO_LINGER 0), so thousands of closed connections leave no TIME_WAIT
   // entries behind to exhaust loopback ports in the next run.
   void reset();
@@ -64,7 +66,7 @@ class LoadConnection {
   template <typename OnReply>
   std::size_t parse(std::span<const std::uint8_t> bytes, OnReply& on_reply);
 
-  UniqueFd socket_;
+  OwnedFd socket_;
   std::string output_;
   std::size_t sent_ = 0;
   std::vector<std::uint8_t> input_;  // an incomplete reply carried over between reads
@@ -73,7 +75,7 @@ class LoadConnection {
 
 // A non-blocking TCP socket with TCP_NODELAY and SO_LINGER 0; connect() already started.
 // Returns an invalid descriptor and sets `error` (errno) when it could not be started.
-UniqueFd start_connect(const sockaddr_in& server, int& error);
+OwnedFd start_connect(const sockaddr_in& server, int& error);
 
 template <typename OnReply>
 bool LoadConnection::receive(std::span<std::uint8_t> scratch, OnReply&& on_reply) {

@@ -45,7 +45,7 @@ class MixWorker {
         epoll_(::epoll_create1(EPOLL_CLOEXEC)),
         scratch_(kScratchBytes),
         value_(kValueBytes, 'v') {
-    if (!epoll_.valid()) {
+    if (!epoll_) {
       throw std::runtime_error(std::string("epoll_create1: ") + std::strerror(errno));
     }
     for (int index = first; index < options.connections; index += stride) {
@@ -58,8 +58,8 @@ class MixWorker {
   void connect_all(std::int64_t deadline_ns) {
     for (std::size_t i = 0; i < slots_.size(); ++i) {
       int error = 0;
-      UniqueFd socket = start_connect(options_.server, error);
-      if (!socket.valid()) {
+      OwnedFd socket = start_connect(options_.server, error);
+      if (!socket) {
         throw std::runtime_error(std::string("connect: ") + std::strerror(error));
       }
       auto& slot = slots_[i];
@@ -201,7 +201,7 @@ class MixWorker {
   }
 
   const MixOptions& options_;
-  UniqueFd epoll_;
+  OwnedFd epoll_;
   std::vector<std::uint8_t> scratch_;
   std::array<epoll_event, kMaxEventsPerWait> events_{};
   std::vector<MixSlot> slots_;

@@ -10,16 +10,9 @@
 # and those queries must not leave the machine. Needs root (or unshare rights) for that.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/../.." && pwd)
-# Absolute, because the benchmarks run their programs from other working directories.
-build="$(mkdir -p "${1:-$root/build}" && cd "${1:-$root/build}" && pwd)"
-shift || true
-if [ ! -f "$build/CMakeCache.txt" ]; then
-  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-fi
-cmake --build "$build" -j"${JOBS:-$(nproc)}" --target ddprun-store store_load >/dev/null
-python="$root/.venv/bin/python"
-[ -x "$python" ] || { echo "bench/store: $python missing: run scripts/install-deps.sh" >&2; exit 1; }
+source "$here/../setup.sh"
+bench_build ddprun-store store_load
+python=$(venv_program python)
 # 10,000-connection storms need that many descriptors in the generator and in each server.
 ulimit -n "$(ulimit -Hn)"
 echo "bench/store: descriptor limit $(ulimit -n); $(uptime)"

@@ -43,7 +43,7 @@ class Storm {
         go_key_(options.key_prefix + "go") {}
 
   StormResult run() {
-    if (!epoll_.valid()) {
+    if (!epoll_) {
       result_.failure = std::string("epoll_create1: ") + std::strerror(errno);
       return result_;
     }
@@ -85,8 +85,8 @@ class Storm {
   void open(std::size_t index) {
     auto& slot = slots_[index];
     int error = 0;
-    UniqueFd socket = start_connect(options_.server, error);
-    if (!socket.valid()) {
+    OwnedFd socket = start_connect(options_.server, error);
+    if (!socket) {
       if (error == EMFILE || error == ENFILE) {
         result_.failure = "out of descriptors at connection " + std::to_string(index);
       } else {
@@ -192,7 +192,7 @@ class Storm {
   }
 
   const StormOptions& options_;
-  UniqueFd epoll_;
+  OwnedFd epoll_;
   std::vector<StormSlot> slots_;
   std::vector<std::uint8_t> scratch_;
   std::array<epoll_event, kMaxEventsPerWait> events_{};

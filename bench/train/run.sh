@@ -4,22 +4,20 @@
 # Usage: bench/train/run.sh [BUILD_DIR]   (default: build)
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-root="$(cd "$here/../.." && pwd)"
-# Absolute, because the benchmarks run their programs from other working directories.
-build="$(mkdir -p "${1:-$root/build}" && cd "${1:-$root/build}" && pwd)"
-cmake --build "$build" --target ddprun-train >/dev/null
+source "$here/../setup.sh"
+bench_build ddprun-train
 # The reference side runs on the project's venv (scripts/install-deps.sh): its Python runs the
 # driver, so the driver's torchrun and torch.save/torch.load are that venv's.
-venv="$root/.venv"
-[ -x "$venv/bin/torchrun" ] || { echo "bench/train: $venv missing: run scripts/install-deps.sh" >&2; exit 1; }
+python=$(venv_program python)
+torchrun=$(venv_program torchrun)
 # Data: the default corpus's generator, at tinyshakespeare's size (1,115,394 characters).
 data="$(mktemp --suffix=.txt)"
 trap 'rm -f "$data"' EXIT
-"$venv/bin/python" "$root/worker-runtime/data/generate_corpus.py" --chars 1115394 --output "$data"
+"$python" "$root/worker-runtime/data/generate_corpus.py" --chars 1115394 --output "$data"
 echo "bench/train: $(uptime)"
 # In a network namespace of its own with only loopback: torchrun --standalone hosts PyTorch's
 # TCPStore, which looks up the name of every peer it accepts (a DNS query), and those queries
 # must not leave the machine. Needs root (or unshare rights) for that.
 unshare --net -- /bin/sh -c 'ip link set lo up && exec "$@"' sh \
-  "$venv/bin/python" "$here/run_bench.py" --trainer "$build/bin/ddprun-train" \
-  --torchrun "$venv/bin/torchrun" --data "$data" "${@:2}"
+  "$python" "$here/run_bench.py" --trainer "$build/bin/ddprun-train" \
+  --torchrun "$torchrun" --data "$data" "$@"

@@ -9,14 +9,8 @@
 # unshare rights) for that.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-root="$(cd "$here/../.." && pwd)"
-build="$(mkdir -p "${1:-$root/build}" && cd "${1:-$root/build}" && pwd)"
-shift || true
-if [ ! -f "$build/CMakeCache.txt" ]; then
-  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-fi
-cmake --build "$build" -j"${JOBS:-$(nproc)}" --target ddprun >/dev/null
-torchrun="$root/.venv/bin/torchrun"
-[ -x "$torchrun" ] || { echo "bench/watchdog: $torchrun missing: run scripts/install-deps.sh" >&2; exit 1; }
+source "$here/../setup.sh"
+bench_build ddprun
+torchrun=$(venv_program torchrun)
 exec unshare --net -- /bin/sh -c 'ip link set lo up && exec "$@"' sh \
   /usr/bin/python3 "$here/bench_watchdog.py" --ddprun "$build/bin/ddprun" --torchrun "$torchrun" "$@"
