@@ -95,6 +95,25 @@ launcher::LaunchConfig client(uint16_t port, const std::string& local_addr, int 
   return c10d_node(port, local_addr, min_nodes, max_nodes, quick_conf(extra));
 }
 
+// `count` clients of one job, each on its own address (127.0.0.2, .3, ...) as on its own machine.
+void add_clients(Cluster& cluster, uint16_t port, int count, int min_nodes, int max_nodes,
+                 const std::map<std::string, std::string>& extra = {}) {
+  for (int i = 0; i < count; ++i) {
+    cluster.add(client(port, "127.0.0." + std::to_string(2 + i), min_nodes, max_nodes, extra));
+  }
+}
+
+// Every agent's workers succeed; the agents all finish, with 0.
+void succeed_everywhere(Cluster& cluster) {
+  for (auto& a : cluster.agents) {
+    a->succeed();
+  }
+  REQUIRE(cluster.run_until([&] { return cluster.all_finished(); }));
+  for (auto& a : cluster.agents) {
+    CHECK(a->finish()->exit_status == 0);
+  }
+}
+
 struct ExternalStore {
   std::unique_ptr<rendezvous::store::StoreServer> server = [] {
     rendezvous::store::StoreServerOptions options;
@@ -142,9 +161,7 @@ bool has_notice(const HeadlessAgent& a, const std::string& kind) {
 TEST_CASE("c10d: 3 nodes form one round, reach the workers' store, and finish together") {
   ExternalStore store;
   Cluster cluster;
-  for (int i = 2; i <= 4; ++i) {
-    cluster.add(client(store.port(), "127.0.0." + std::to_string(i), 3, 3));
-  }
+  add_clients(cluster, store.port(), 3, 3, 3);
   REQUIRE(cluster.run_until([&] { return cluster.all_running(3); }));
   const auto rounds = latest_rounds(cluster);
   check_one_round(rounds, 2);
@@ -157,20 +174,13 @@ TEST_CASE("c10d: 3 nodes form one round, reach the workers' store, and finish to
   auto probe = rendezvous::store::StoreClient::connect(options);
   probe->set("/probe", "1");
   CHECK(probe->get("/probe") == "1");
-  for (auto& a : cluster.agents) {
-    a->succeed();
-  }
-  REQUIRE(cluster.run_until([&] { return cluster.all_finished(); }));
-  for (auto& a : cluster.agents) {
-    CHECK(a->finish()->exit_status == 0);
-  }
+  succeed_everywhere(cluster);
 }
 
 TEST_CASE("c10d: MIN:MAX closes after the last call with the nodes present") {
   ExternalStore store;
   Cluster cluster;
-  cluster.add(client(store.port(), "127.0.0.2", 2, 4));
-  cluster.add(client(store.port(), "127.0.0.3", 2, 4));
+  add_clients(cluster, store.port(), 2, 2, 4);
   REQUIRE(cluster.run_until([&] { return cluster.all_running(2); }));
   check_one_round(latest_rounds(cluster), 2);
 }
@@ -180,9 +190,7 @@ TEST_CASE("c10d: a crashed node is declared lost; the others re-form without it,
   Cluster cluster;
   const std::map<std::string, std::string> fast = {{"keep_alive_interval", "0.3"},
                                                    {"keep_alive_max_attempt", "2"}};
-  for (int i = 2; i <= 4; ++i) {
-    cluster.add(client(store.port(), "127.0.0." + std::to_string(i), 2, 3, fast));
-  }
+  add_clients(cluster, store.port(), 3, 2, 3, fast);
   REQUIRE(cluster.run_until([&] { return cluster.all_running(3); }));
   const int restarts = cluster.agents[0]->round()->restart_count;
   cluster.agents[2]->crash();
@@ -197,9 +205,7 @@ TEST_CASE("c10d: a crashed node is declared lost; the others re-form without it,
 TEST_CASE("c10d: a node stopped by a signal leaves; the others re-form at once") {
   ExternalStore store;
   Cluster cluster;
-  for (int i = 2; i <= 4; ++i) {
-    cluster.add(client(store.port(), "127.0.0." + std::to_string(i), 2, 3));
-  }
+  add_clients(cluster, store.port(), 3, 2, 3);
   REQUIRE(cluster.run_until([&] { return cluster.all_running(3); }));
   cluster.agents[1]->signal(SIGTERM);
   REQUIRE(cluster.run_until([&] { return cluster.agents[1]->finish().has_value(); }));
@@ -215,8 +221,7 @@ TEST_CASE("c10d: a node stopped by a signal leaves; the others re-form at once")
 TEST_CASE("c10d: a failure restarts every node once; the next exhausts max_restarts") {
   ExternalStore store;
   Cluster cluster;
-  cluster.add(client(store.port(), "127.0.0.2", 2, 2));
-  cluster.add(client(store.port(), "127.0.0.3", 2, 2));
+  add_clients(cluster, store.port(), 2, 2, 2);
   REQUIRE(cluster.run_until([&] { return cluster.all_running(2); }));
   cluster.agents[1]->fail(3);
   REQUIRE(cluster.run_until([&] { return cluster.all_running(2, 2); }));
@@ -235,8 +240,7 @@ TEST_CASE("c10d: a failure restarts every node once; the next exhausts max_resta
 TEST_CASE("c10d: a failure after another node finished fails the job; nobody hangs") {
   ExternalStore store;
   Cluster cluster;
-  cluster.add(client(store.port(), "127.0.0.2", 2, 2));
-  cluster.add(client(store.port(), "127.0.0.3", 2, 2));
+  add_clients(cluster, store.port(), 2, 2, 2);
   REQUIRE(cluster.run_until([&] { return cluster.all_running(2); }));
   cluster.agents[0]->succeed();
   cluster.run_until([] { return false; }, 1s);  // it waits in the exit barrier
@@ -363,15 +367,8 @@ TEST_CASE("c10d over PyTorch 1.13's TCPStore server (the old wire generation)") 
   const uint16_t port = static_cast<uint16_t>(std::stoi(line->substr(line->find(' ') + 1)));
   REQUIRE(python.read_line(10s) == std::optional<std::string>("ready"));
   Cluster cluster;
-  cluster.add(client(port, "127.0.0.2", 2, 2));
-  cluster.add(client(port, "127.0.0.3", 2, 2));
+  add_clients(cluster, port, 2, 2, 2);
   REQUIRE(cluster.run_until([&] { return cluster.all_running(2); }));
   check_one_round(latest_rounds(cluster), 2);
-  for (auto& a : cluster.agents) {
-    a->succeed();
-  }
-  REQUIRE(cluster.run_until([&] { return cluster.all_finished(); }));
-  for (auto& a : cluster.agents) {
-    CHECK(a->finish()->exit_status == 0);
-  }
+  succeed_everywhere(cluster);
 }

@@ -55,19 +55,28 @@ HeartbeatChannel::Drained drain_until(HeartbeatChannel& channel, std::size_t byt
   return total;
 }
 
+// A Python worker running `script` (written to <dir>/<name>.py) started as spawn_worker starts
+// one: the heartbeat fd named in its environment and the channel's write end installed there.
+// Its output goes to <dir>/<name>.out.
+ChildOptions python_worker(const TempDir& dir, const std::string& name, const char* script,
+                           const HeartbeatChannel& channel) {
+  e2e::write_file(dir / (name + ".py"), script);
+  EnvMap env;
+  HeartbeatChannel::add_to_env(env);
+  return {.argv = {"/usr/bin/python3", dir / (name + ".py")},
+          .env_changes = env,
+          .output_path = dir / (name + ".out"),
+          .heartbeat_fd = channel.worker_end()};
+}
+
 }  // namespace
 
 TEST_CASE("heartbeat channel: a Python worker beats with the README one-liner") {
   TempDir dir;
-  e2e::write_file(dir / "worker.py", kPythonWorker);
   HeartbeatChannel channel;
-  EnvMap env;
-  HeartbeatChannel::add_to_env(env);
-  REQUIRE(env.at("DDPRUN_HEARTBEAT_FD") == "3");
-  ChildProcess worker({{"/usr/bin/python3", dir / "worker.py"},
-                       {env.begin(), env.end()},
-                       dir / "worker.out",
-                       channel.worker_end()});
+  const ChildOptions options = python_worker(dir, "worker", kPythonWorker, channel);
+  REQUIRE(options.env_changes.at("DDPRUN_HEARTBEAT_FD") == "3");
+  ChildProcess worker(options);
   channel.close_worker_end();
   INFO(worker.output());
 
@@ -98,14 +107,8 @@ TEST_CASE("heartbeat channel: a Python worker beats with the README one-liner") 
 
 TEST_CASE("heartbeat channel: a worker never blocks on a full pipe") {
   TempDir dir;
-  e2e::write_file(dir / "flood.py", kFloodingWorker);
   HeartbeatChannel channel;
-  EnvMap env;
-  HeartbeatChannel::add_to_env(env);
-  ChildProcess worker({{"/usr/bin/python3", dir / "flood.py"},
-                       {env.begin(), env.end()},
-                       dir / "flood.out",
-                       channel.worker_end()});
+  ChildProcess worker(python_worker(dir, "flood", kFloodingWorker, channel));
   channel.close_worker_end();
   const std::optional<int> status = worker.wait_exit(30s);
   INFO(worker.output());

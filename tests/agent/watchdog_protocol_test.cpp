@@ -34,6 +34,15 @@ std::vector<WatchedWorker> two_workers() {
   return {WatchedWorker{0, 4, 100}, WatchedWorker{1, 5, 101}};
 }
 
+// A table watching two_workers() with `timers` acquired, in this order.
+TimerTable two_workers_holding(std::initializer_list<FileTimerRequest> timers) {
+  TimerTable table;
+  table.start_group(two_workers());
+  for (const FileTimerRequest& timer : timers)
+    REQUIRE(table.apply(timer) == TimerTable::Outcome::kAcquired);
+  return table;
+}
+
 }  // namespace
 
 TEST_CASE("file-timer parser reads what PyTorch's FileTimerClient writes") {
@@ -192,13 +201,10 @@ TEST_CASE("timer table ignores pids that are not current workers") {
 }
 
 TEST_CASE("timer table expiry: torchrun's choice of signal, then every timer of the pid cleared") {
-  TimerTable table;
-  table.start_group(two_workers());
-  table.apply(acquire(100, "no-kill-early", 10, 0));
-  table.apply(acquire(100, "term", 20, 15));
-  table.apply(acquire(100, "kill-later", 30, 9));
-  table.apply(acquire(100, "not-yet", 100, 9));
-  table.apply(acquire(101, "other", 25, 9));
+  TimerTable table =
+      two_workers_holding({acquire(100, "no-kill-early", 10, 0), acquire(100, "term", 20, 15),
+                           acquire(100, "kill-later", 30, 9), acquire(100, "not-yet", 100, 9),
+                           acquire(101, "other", 25, 9)});
 
   SECTION("expiration_time <= now is expired: the boundary counts") {
     std::vector<TimerExpiry> expired = table.take_expired(10);
@@ -229,11 +235,8 @@ TEST_CASE("timer table expiry: torchrun's choice of signal, then every timer of 
     CHECK(table.next_deadline_epoch_s() == std::nullopt);
   }
   SECTION("equal expiration times: the scope breaks the tie, whatever the arrival order") {
-    TimerTable other;
-    other.start_group(two_workers());
-    other.apply(acquire(100, "z", 5, 0));
-    other.apply(acquire(100, "b", 5, 6));
-    other.apply(acquire(100, "a", 5, 0));
+    TimerTable other = two_workers_holding(
+        {acquire(100, "z", 5, 0), acquire(100, "b", 5, 6), acquire(100, "a", 5, 0)});
     std::vector<TimerExpiry> expired = other.take_expired(5);
     REQUIRE(expired.size() == 1);
     CHECK(expired[0].scope_id == "b");
@@ -242,18 +245,14 @@ TEST_CASE("timer table expiry: torchrun's choice of signal, then every timer of 
 }
 
 TEST_CASE("timer table: a request that arrives already expired fires at once") {
-  TimerTable table;
-  table.start_group(two_workers());
-  table.apply(acquire(101, "late", 5));
+  TimerTable table = two_workers_holding({acquire(101, "late", 5)});
   std::vector<TimerExpiry> expired = table.take_expired(1000);
   REQUIRE(expired.size() == 1);
   CHECK(expired[0].worker.pid == 101);
 }
 
 TEST_CASE("timer table starts empty per worker group") {
-  TimerTable table;
-  table.start_group(two_workers());
-  table.apply(acquire(100, "a", 5));
+  TimerTable table = two_workers_holding({acquire(100, "a", 5)});
   table.start_group({WatchedWorker{0, 0, 200}});
   CHECK(table.timer_count() == 0);
   CHECK(table.take_expired(1e12).empty());

@@ -32,21 +32,24 @@ void bootstrap_two_gloo_ranks(const std::string& python, const StoreDaemon& stor
     CHECK(ranks[rank]->exit_code(30s) == 0);
   }
 }
+
+// `python` runs `script`.py, which checks every TCPStore operation it makes against a fresh
+// ddprun-store and says so on its last line.
+void check_store_ops_script(const std::string& python, const std::string& script) {
+  StoreDaemon store;
+  ChildProcess client({python, kScripts + script + ".py", std::to_string(store.port)});
+  CHECK(client.read_line(60s) == std::optional<std::string>(script + ": all checks passed"));
+  CHECK(client.exit_code(30s) == 0);
+}
 }  // namespace
 
 TEST_CASE("torch 1.13 TCPStore client (G0): every operation", "[interop]") {
-  StoreDaemon store;
-  ChildProcess python({kPythonG0, kScripts + "tcpstore_ops.py", std::to_string(store.port)});
-  CHECK(python.read_line(60s) == std::optional<std::string>("tcpstore_ops: all checks passed"));
-  CHECK(python.exit_code(30s) == 0);
+  check_store_ops_script(kPythonG0, "tcpstore_ops");
 }
 
 TEST_CASE("torch 2.x TCPStore client (G2): every operation, reuse after a timed-out wait",
           "[interop]") {
-  StoreDaemon store;
-  ChildProcess python({kPythonG2, kScripts + "tcpstore_ops_2x.py", std::to_string(store.port)});
-  CHECK(python.read_line(60s) == std::optional<std::string>("tcpstore_ops_2x: all checks passed"));
-  CHECK(python.exit_code(30s) == 0);
+  check_store_ops_script(kPythonG2, "tcpstore_ops_2x");
 }
 
 TEST_CASE("two torch 1.13 gloo ranks bootstrap through ddprun-store in agent-store mode",

@@ -51,6 +51,18 @@ WorkerFailure failure(double timestamp, std::string host, int rank, int exit_cod
   return f;
 }
 
+// Field by field, so that a key read into the wrong field shows as the two fields it touched.
+void check_settings(const RdzvSettings& actual, const RdzvSettings& expected) {
+  CHECK(actual.join_timeout_s == expected.join_timeout_s);
+  CHECK(actual.last_call_timeout_s == expected.last_call_timeout_s);
+  CHECK(actual.close_timeout_s == expected.close_timeout_s);
+  CHECK(actual.keep_alive_interval_s == expected.keep_alive_interval_s);
+  CHECK(actual.keep_alive_max_attempt == expected.keep_alive_max_attempt);
+  CHECK(actual.heartbeat_timeout_s == expected.heartbeat_timeout_s);
+  CHECK(actual.read_timeout_s == expected.read_timeout_s);
+  CHECK(actual.is_host == expected.is_host);
+}
+
 }  // namespace
 
 TEST_CASE("join: the slot that reaches MAX closes the round at once") {
@@ -286,38 +298,39 @@ TEST_CASE("failure lines: root cause first, malformed lines skipped, count bound
 }
 
 TEST_CASE("settings: torchrun's defaults, every key, bad values named") {
-  auto d = parse_rdzv_settings({});
-  CHECK(d.join_timeout_s == 600);
-  CHECK(d.last_call_timeout_s == 30);
-  CHECK(d.close_timeout_s == 30);
-  CHECK(d.keep_alive_interval_s == 5);
-  CHECK(d.keep_alive_max_attempt == 3);
-  CHECK(d.heartbeat_timeout_s == 5);
-  CHECK(d.read_timeout_s == 60);
-  CHECK_FALSE(d.is_host);
-  auto s = parse_rdzv_settings({{"join_timeout", "7"},
-                                {"last_call_timeout", "0"},
-                                {"close_timeout", "2.5"},
-                                {"keep_alive_interval", "0.2"},
-                                {"keep_alive_max_attempt", "4"},
-                                {"heartbeat_timeout", "1"},
-                                {"read_timeout", "9"},
-                                {"is_host", "yes"},
-                                {"unknown_key", "whatever"}});
-  CHECK(s.join_timeout_s == 7);
-  CHECK(s.last_call_timeout_s == 0);
-  CHECK(s.close_timeout_s == 2.5);
-  CHECK(s.keep_alive_interval_s == 0.2);
-  CHECK(s.keep_alive_max_attempt == 4);
-  CHECK(s.heartbeat_timeout_s == 1);
-  CHECK(s.read_timeout_s == 9);
-  CHECK(s.is_host == true);
-  CHECK(parse_rdzv_settings({{"is_host", "0"}}).is_host == false);
-  CHECK_THROWS_WITH(parse_rdzv_settings({{"join_timeout", "-1"}}), Catch::Contains("join_timeout"));
-  CHECK_THROWS_WITH(parse_rdzv_settings({{"join_timeout", "0"}}), Catch::Contains("join_timeout"));
-  CHECK_THROWS_WITH(parse_rdzv_settings({{"keep_alive_max_attempt", "1.5"}}),
-                    Catch::Contains("keep_alive_max_attempt"));
-  CHECK_THROWS_WITH(parse_rdzv_settings({{"is_host", "maybe"}}), Catch::Contains("is_host"));
+  SECTION("torchrun's defaults") {
+    check_settings(parse_rdzv_settings({}), {.join_timeout_s = 600,
+                                             .last_call_timeout_s = 30,
+                                             .close_timeout_s = 30,
+                                             .keep_alive_interval_s = 5,
+                                             .keep_alive_max_attempt = 3,
+                                             .heartbeat_timeout_s = 5,
+                                             .read_timeout_s = 60,
+                                             .is_host = std::nullopt});
+  }
+  SECTION("every key, unknown ones ignored") {
+    check_settings(parse_rdzv_settings({{"join_timeout", "7"},
+                                        {"last_call_timeout", "0"},
+                                        {"close_timeout", "2.5"},
+                                        {"keep_alive_interval", "0.2"},
+                                        {"keep_alive_max_attempt", "4"},
+                                        {"heartbeat_timeout", "1"},
+                                        {"read_timeout", "9"},
+                                        {"is_host", "yes"},
+                                        {"unknown_key", "whatever"}}),
+                   // The values above in RdzvSettings' field order, which the keys follow.
+                   {7, 0, 2.5, 0.2, 4, 1, 9, true});
+    CHECK(parse_rdzv_settings({{"is_host", "0"}}).is_host == false);
+  }
+  SECTION("bad values named") {
+    CHECK_THROWS_WITH(parse_rdzv_settings({{"join_timeout", "-1"}}),
+                      Catch::Contains("join_timeout"));
+    CHECK_THROWS_WITH(parse_rdzv_settings({{"join_timeout", "0"}}),
+                      Catch::Contains("join_timeout"));
+    CHECK_THROWS_WITH(parse_rdzv_settings({{"keep_alive_max_attempt", "1.5"}}),
+                      Catch::Contains("keep_alive_max_attempt"));
+    CHECK_THROWS_WITH(parse_rdzv_settings({{"is_host", "maybe"}}), Catch::Contains("is_host"));
+  }
 }
 
 TEST_CASE("store host: is_host wins, then --local_addr, then the machine's names") {

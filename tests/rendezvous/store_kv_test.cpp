@@ -277,18 +277,28 @@ std::optional<std::string> torch2_python() {
   return std::nullopt;
 }
 
-// Accepts connections and never reads from them: a store that hangs.
-class SilentServer {
+// The misbehaving servers below: each listens on 127.0.0.1 at a port the kernel picks.
+class LoopbackServer {
  public:
-  explicit SilentServer(boost::asio::io_context& io)
-      : acceptor_(io, {boost::asio::ip::make_address("127.0.0.1"), 0}) {
-    accept();
-  }
   uint16_t port() const { return acceptor_.local_endpoint().port(); }
+
+ protected:
+  explicit LoopbackServer(boost::asio::io_context& io)
+      : acceptor_(io, {boost::asio::ip::make_address("127.0.0.1"), 0}) {}
+  boost::asio::ip::tcp::acceptor& acceptor() { return acceptor_; }
+
+ private:
+  boost::asio::ip::tcp::acceptor acceptor_;
+};
+
+// Accepts connections and never reads from them: a store that hangs.
+class SilentServer : public LoopbackServer {
+ public:
+  explicit SilentServer(boost::asio::io_context& io) : LoopbackServer(io) { accept(); }
 
  private:
   void accept() {
-    acceptor_.async_accept(
+    acceptor().async_accept(
         [this](const boost::system::error_code& error, boost::asio::ip::tcp::socket socket) {
           if (error) {
             return;
@@ -297,24 +307,21 @@ class SilentServer {
           accept();
         });
   }
-  boost::asio::ip::tcp::acceptor acceptor_;
   std::vector<boost::asio::ip::tcp::socket> sockets_;
 };
 
 // Completes G2's handshake, then answers the next request with a value length of `length`
 // bytes and nothing more.
-class HugeLengthServer {
+class HugeLengthServer : public LoopbackServer {
  public:
-  HugeLengthServer(boost::asio::io_context& io, uint64_t length)
-      : acceptor_(io, {boost::asio::ip::make_address("127.0.0.1"), 0}), socket_(io) {
+  HugeLengthServer(boost::asio::io_context& io, uint64_t length) : LoopbackServer(io), socket_(io) {
     ddprun::rendezvous::wire::append_u64(reply_, length);
-    acceptor_.async_accept(socket_, [this](const boost::system::error_code& error) {
+    acceptor().async_accept(socket_, [this](const boost::system::error_code& error) {
       if (!error) {
         read_handshake();
       }
     });
   }
-  uint16_t port() const { return acceptor_.local_endpoint().port(); }
 
  private:
   static constexpr std::size_t kHandshakeBytes = 10;  // VALIDATE (5), PING (1 + 4)
@@ -341,7 +348,6 @@ class HugeLengthServer {
                             });
   }
 
-  boost::asio::ip::tcp::acceptor acceptor_;
   boost::asio::ip::tcp::socket socket_;
   char handshake_[kHandshakeBytes] = {};
   char request_[4096] = {};
@@ -351,13 +357,9 @@ class HugeLengthServer {
 // PyTorch 2.2 to 2.4's server as far as the opening goes: it speaks G2 but has no PING, so it
 // drops a connection that sends one; it answers VALIDATE's GETNUMKEYS, then every later read
 // (one ADD) with 42.
-class ServerWithoutPing {
+class ServerWithoutPing : public LoopbackServer {
  public:
-  explicit ServerWithoutPing(boost::asio::io_context& io)
-      : acceptor_(io, {boost::asio::ip::make_address("127.0.0.1"), 0}) {
-    accept();
-  }
-  uint16_t port() const { return acceptor_.local_endpoint().port(); }
+  explicit ServerWithoutPing(boost::asio::io_context& io) : LoopbackServer(io) { accept(); }
   int connections() const { return connections_; }
 
  private:
@@ -373,7 +375,7 @@ class ServerWithoutPing {
   };
 
   void accept() {
-    acceptor_.async_accept(
+    acceptor().async_accept(
         [this](const boost::system::error_code& error, boost::asio::ip::tcp::socket socket) {
           if (error) {
             return;
@@ -411,7 +413,6 @@ class ServerWithoutPing {
         });
   }
 
-  boost::asio::ip::tcp::acceptor acceptor_;
   int connections_ = 0;
 };
 
