@@ -15,7 +15,10 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include "../exec_args.hpp"
 
 namespace ddprun::agent::e2e {
 
@@ -36,23 +39,16 @@ inline TerminalRun run_in_terminal(const std::vector<std::string>& argv,
   termios raw{};
   ::cfmakeraw(&raw);
   REQUIRE(::openpty(&master, &slave, nullptr, &raw, nullptr) == 0);
-  std::vector<std::string> storage = argv;
-  std::vector<char*> args;
-  for (auto& a : storage)
-    args.push_back(a.data());
-  args.push_back(nullptr);
-  std::vector<std::string> env_storage;
+  std::vector<std::string> environment;
   for (char** e = environ; *e != nullptr; ++e) {
     const std::string entry(*e);
     if (!env_changes.contains(entry.substr(0, entry.find('='))))
-      env_storage.push_back(entry);
+      environment.push_back(entry);
   }
-  for (const auto& [name, value] : env_changes)
-    env_storage.push_back(name + "=" + value);
-  std::vector<char*> envp;
-  for (auto& e : env_storage)
-    envp.push_back(e.data());
-  envp.push_back(nullptr);
+  for (auto& entry : ddprun::testing::environment_entries(env_changes))
+    environment.push_back(std::move(entry));
+  const ddprun::testing::ExecArgs args(argv);
+  const ddprun::testing::ExecArgs envp(std::move(environment));
   const pid_t pid = ::fork();
   REQUIRE(pid >= 0);
   if (pid == 0) {
@@ -62,7 +58,7 @@ inline TerminalRun run_in_terminal(const std::vector<std::string>& argv,
       ::dup2(slave, fd);
     ::close(slave);
     ::close(master);
-    ::execve(args[0], args.data(), envp.data());
+    ::execve(args.get()[0], args.get(), envp.get());
     ::_exit(127);
   }
   ::close(slave);

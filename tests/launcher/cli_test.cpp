@@ -13,7 +13,10 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include "../exec_args.hpp"
 
 namespace {
 
@@ -32,19 +35,10 @@ Result run(const std::string& program, const std::vector<std::string>& args, Env
   int err_pipe[2];
   REQUIRE(::pipe(out_pipe) == 0);
   REQUIRE(::pipe(err_pipe) == 0);
-  std::vector<std::string> argv_storage{program};
-  argv_storage.insert(argv_storage.end(), args.begin(), args.end());
-  std::vector<std::string> env_storage;
-  for (const auto& [k, v] : env)
-    env_storage.push_back(k + "=" + v);
-  std::vector<char*> argv;
-  for (auto& a : argv_storage)
-    argv.push_back(a.data());
-  argv.push_back(nullptr);
-  std::vector<char*> envp;
-  for (auto& e : env_storage)
-    envp.push_back(e.data());
-  envp.push_back(nullptr);
+  std::vector<std::string> program_and_args{program};
+  program_and_args.insert(program_and_args.end(), args.begin(), args.end());
+  const ddprun::testing::ExecArgs argv(std::move(program_and_args));
+  const ddprun::testing::ExecArgs envp(ddprun::testing::environment_entries(env));
 
   const pid_t pid = ::fork();
   REQUIRE(pid >= 0);
@@ -55,7 +49,7 @@ Result run(const std::string& program, const std::vector<std::string>& args, Env
     ::close(err_pipe[0]);
     ::close(out_pipe[1]);
     ::close(err_pipe[1]);
-    ::execve(argv[0], argv.data(), envp.data());
+    ::execve(argv.get()[0], argv.get(), envp.get());
     ::_exit(127);
   }
   ::close(out_pipe[1]);
@@ -101,7 +95,7 @@ Result run(const std::string& program, const std::vector<std::string>& args, Env
 
 const std::string kDdprun = std::string(DDPRUN_BIN_DIR) + "/ddprun";
 
-Result ddprun(const std::vector<std::string>& args, Env env = {}) {
+Result run_ddprun(const std::vector<std::string>& args, Env env = {}) {
   return run(kDdprun, args, std::move(env));
 }
 
@@ -135,7 +129,7 @@ TEST_CASE("each bad input of the foundation issue exits 2 with one line naming t
   };
   for (const auto& bad : cases) {
     INFO("ddprun " << bad.args.front() << " ...");
-    const Result r = ddprun(bad.args);
+    const Result r = run_ddprun(bad.args);
     CHECK(r.status == 2);
     CHECK(r.out.empty());
     CHECK_THAT(r.err, Catch::StartsWith("ddprun: error: " + bad.option + ": "));
@@ -145,7 +139,7 @@ TEST_CASE("each bad input of the foundation issue exits 2 with one line naming t
 }
 
 TEST_CASE("PET_* values are checked too, and the message names the variable") {
-  const Result r = ddprun({"s.py"}, {{"PET_NNODES", "3:2"}});
+  const Result r = run_ddprun({"s.py"}, {{"PET_NNODES", "3:2"}});
   CHECK(r.status == 2);
   CHECK_THAT(r.err, Catch::StartsWith("ddprun: error: --nnodes (from PET_NNODES): "));
 }
@@ -221,7 +215,7 @@ TEST_CASE("--help lists every torchrun option in both spellings and documents ex
       "--help",
   };
   for (const char* flag : {"--help", "-h"}) {
-    const Result r = ddprun({"--nnodes", "2", flag});
+    const Result r = run_ddprun({"--nnodes", "2", flag});
     REQUIRE(r.status == 0);
     CHECK(r.err.empty());
     for (const auto& spelling : spellings) {
@@ -251,13 +245,13 @@ TEST_CASE("--help lists every torchrun option in both spellings and documents ex
     CHECK_THAT(r.out, Catch::Contains("ddprun-train"));
   }
   // After the entry point --help belongs to the script: no help, no error about it.
-  const Result script_help = ddprun({"--print-config", "--no-python", "/bin/true", "--help"});
+  const Result script_help = run_ddprun({"--print-config", "--no-python", "/bin/true", "--help"});
   CHECK(script_help.status == 0);
   CHECK_THAT(script_help.out, Catch::Contains("\"worker_argv\""));
 }
 
 TEST_CASE("a signal gives the exit status --help documents: 128+N, not torchrun's 1") {
-  const Result help = ddprun({"--help"});
+  const Result help = run_ddprun({"--help"});
   REQUIRE(help.status == 0);
   // The signal line of the exit-status list, and no other line claims signals for status 1.
   CHECK_THAT(help.out, Catch::Contains("128+N  ddprun was stopped by signal N"));
@@ -267,16 +261,16 @@ TEST_CASE("a signal gives the exit status --help documents: 128+N, not torchrun'
       help.out.substr(status_one, help.out.find("  2 ", status_one) - status_one).find("signal") ==
       std::string::npos);
   // The behaviour: the worker sends SIGTERM to its agent, which forwards it and exits 128+15.
-  const Result stopped =
-      ddprun({"--standalone", "--no-python", "/bin/sh", "-c", "kill -TERM $PPID; exec sleep 30"});
+  const Result stopped = run_ddprun(
+      {"--standalone", "--no-python", "/bin/sh", "-c", "kill -TERM $PPID; exec sleep 30"});
   CHECK(stopped.status == 128 + SIGTERM);
   CHECK_THAT(stopped.err, Catch::Contains("received SIGTERM"));
 }
 
 TEST_CASE("--numa-binding that cannot apply is refused before anything starts") {
   // CUDA_VISIBLE_DEVICES="" hides every GPU, whatever the machine has.
-  const Result r = ddprun({"--numa-binding", "node", "--no-python", "/bin/true"},
-                          {{"CUDA_VISIBLE_DEVICES", ""}});
+  const Result r = run_ddprun({"--numa-binding", "node", "--no-python", "/bin/true"},
+                              {{"CUDA_VISIBLE_DEVICES", ""}});
   CHECK(r.status == 2);
   CHECK(r.out.empty());
   CHECK_THAT(r.err, Catch::StartsWith("ddprun: error: --numa-binding: binds each worker near its "
@@ -285,14 +279,14 @@ TEST_CASE("--numa-binding that cannot apply is refused before anything starts") 
 }
 
 TEST_CASE("--print-config shows torchrun's agent variables as ddprun read them") {
-  const Result r = ddprun({"--print-config", "--virtual-local-rank", "--nproc-per-node", "2",
-                           "--tee", "1", "--duplicate-stdout-filters", "loss,,acc,lr", "s.py"},
-                          {{"TORCHELASTIC_ENABLE_FILE_TIMER", "1"},
-                           {"TORCHELASTIC_TIMER_FILE", "/run/ddprun-timer"},
-                           {"USE_LIBUV", "0"},
-                           {"TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "12"},
-                           {"CUDA_VISIBLE_DEVICES", "4,6"},
-                           {"OMP_NUM_THREADS", "1"}});
+  const Result r = run_ddprun({"--print-config", "--virtual-local-rank", "--nproc-per-node", "2",
+                               "--tee", "1", "--duplicate-stdout-filters", "loss,,acc,lr", "s.py"},
+                              {{"TORCHELASTIC_ENABLE_FILE_TIMER", "1"},
+                               {"TORCHELASTIC_TIMER_FILE", "/run/ddprun-timer"},
+                               {"USE_LIBUV", "0"},
+                               {"TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "12"},
+                               {"CUDA_VISIBLE_DEVICES", "4,6"},
+                               {"OMP_NUM_THREADS", "1"}});
   REQUIRE(r.status == 0);
   const auto config = nlohmann::json::parse(r.out);
   CHECK(config["file_timer_enabled"] == true);
@@ -304,24 +298,24 @@ TEST_CASE("--print-config shows torchrun's agent variables as ddprun read them")
   CHECK(config["duplicate_stdout_filters"] == nlohmann::json{"loss,acc", "lr"});
   CHECK(config["exit_barrier_timeout"] == 300.0);
   // More workers than CUDA_VISIBLE_DEVICES entries cannot each get one.
-  const Result short_list = ddprun({"--virtual-local-rank", "--nproc-per-node", "3", "s.py"},
-                                   {{"CUDA_VISIBLE_DEVICES", "4,6"}});
+  const Result short_list = run_ddprun({"--virtual-local-rank", "--nproc-per-node", "3", "s.py"},
+                                       {{"CUDA_VISIBLE_DEVICES", "4,6"}});
   CHECK(short_list.status == 2);
   CHECK_THAT(short_list.err,
              Catch::StartsWith("ddprun: error: --virtual-local-rank: local rank 2"));
 }
 
 TEST_CASE("--version") {
-  const Result r = ddprun({"--version"});
+  const Result r = run_ddprun({"--version"});
   CHECK(r.status == 0);
   CHECK_THAT(r.out, Catch::StartsWith("ddprun "));
 }
 
 TEST_CASE("--print-config prints the resolved configuration as JSON and starts nothing") {
   const Result r =
-      ddprun({"--print-config", "--nnodes=1:3", "--nproc-per-node", "2", "--rdzv-backend", "c10d",
-              "--rdzv-endpoint", "[::1]:4000", "train", "--max-iters", "5"},
-             {{"PET_MAX_RESTARTS", "2"}});
+      run_ddprun({"--print-config", "--nnodes=1:3", "--nproc-per-node", "2", "--rdzv-backend",
+                  "c10d", "--rdzv-endpoint", "[::1]:4000", "train", "--max-iters", "5"},
+                 {{"PET_MAX_RESTARTS", "2"}});
   REQUIRE(r.status == 0);
   const auto config = nlohmann::json::parse(r.out);
   CHECK(config["min_nodes"] == 1);
@@ -341,26 +335,26 @@ TEST_CASE("--print-config prints the resolved configuration as JSON and starts n
   CHECK_THAT(r.err, Catch::Contains("Setting OMP_NUM_THREADS environment variable for each "
                                     "process to be 1 in default"));
 
-  const Result script = ddprun({"--print-config", "s.py", "a"}, {{"PYTHON_EXEC", "/opt/py"}});
+  const Result script = run_ddprun({"--print-config", "s.py", "a"}, {{"PYTHON_EXEC", "/opt/py"}});
   REQUIRE(script.status == 0);
   CHECK(nlohmann::json::parse(script.out)["worker_argv"] ==
         nlohmann::json{"/opt/py", "-u", "s.py", "a"});
 }
 
 TEST_CASE("--print-config under Slurm shows which values came from Slurm") {
-  const Result r = ddprun({"--print-config", "train"}, {{"SLURM_JOB_ID", "77"},
-                                                        {"SLURM_STEP_ID", "0"},
-                                                        {"SLURM_STEP_NODELIST", "n[1-2]"},
-                                                        {"SLURM_NODEID", "0"},
-                                                        {"SLURMD_NODENAME", "n1"}});
+  const Result r = run_ddprun({"--print-config", "train"}, {{"SLURM_JOB_ID", "77"},
+                                                            {"SLURM_STEP_ID", "0"},
+                                                            {"SLURM_STEP_NODELIST", "n[1-2]"},
+                                                            {"SLURM_NODEID", "0"},
+                                                            {"SLURMD_NODENAME", "n1"}});
   REQUIRE(r.status == 0);
   const auto config = nlohmann::json::parse(r.out);
   CHECK(config["rdzv_endpoint"] == "n1:29400");
   CHECK(config["value_sources"]["rdzv_endpoint"] == "slurm:SLURM_STEP_NODELIST");
   CHECK(config["value_sources"]["local_addr"] == "slurm:SLURMD_NODENAME");
 
-  const Result warned = ddprun({"--print-config", "--nnodes", "3", "train"},
-                               {{"SLURM_JOB_ID", "77"}, {"SLURM_STEP_NODELIST", "n[1-2]"}});
+  const Result warned = run_ddprun({"--print-config", "--nnodes", "3", "train"},
+                                   {{"SLURM_JOB_ID", "77"}, {"SLURM_STEP_NODELIST", "n[1-2]"}});
   CHECK(warned.status == 0);
   CHECK_THAT(warned.err, Catch::StartsWith("ddprun: warning: --nnodes needs at least 3 nodes"));
 }

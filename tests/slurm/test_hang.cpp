@@ -23,10 +23,8 @@ constexpr int kEpochs = 3;
 
 TEST_CASE("a hung trainer under srun ddprun --watchdog-timeout restarts inside the allocation") {
   SlurmCluster cluster;
-  const auto dir = cluster.job_dir();
-  const auto job = start_two_node_training(
-      cluster, dir, {"--watchdog-timeout", "3", "--max_restarts", "1"}, kEpochs, 60);
-  const auto snapshot = dir / "snapshot.pt";
+  const auto training = start_two_node_training(
+      cluster, {"--watchdog-timeout", "3", "--max_restarts", "1"}, kEpochs, 60);
 
   // Hang node2's trainer: stopped, it neither beats nor answers its peer's collectives.
   const auto trainer = ddprun_binary().parent_path() / "ddprun-train";
@@ -38,11 +36,8 @@ TEST_CASE("a hung trainer under srun ddprun --watchdog-timeout restarts inside t
   }
   REQUIRE(stopped == 1);
 
-  const auto outcome = cluster.wait_for_job_end(job, 150s);
-  const auto tasks = read_file(dir / "task-0.out") + read_file(dir / "task-1.out");
-  INFO(tasks << (outcome ? outcome->raw : "(job still running)"));
-  REQUIRE(outcome);
-  CHECK(outcome->state == "COMPLETED");
+  const auto [outcome, tasks] = wait_for_training_end(cluster, training, "COMPLETED", 150s);
+  INFO(tasks << outcome.raw);
   CHECK_THAT(tasks, Catch::Contains("hung: no heartbeat"));
   CHECK_THAT(tasks, Catch::Contains("stacks: "));
   // Both ranks' stacks were captured before the kill: node1's trainer, blocked in a collective
@@ -59,7 +54,8 @@ TEST_CASE("a hung trainer under srun ddprun --watchdog-timeout restarts inside t
             count("a worker hung on another node; this node's stacks: /") >=
         2);
   CHECK_THAT(tasks, Catch::Contains("restarting the worker group"));
-  CHECK_THAT(tasks, Catch::Contains("resumed from " + snapshot.string() + ": finished epoch"));
+  CHECK_THAT(tasks,
+             Catch::Contains("resumed from " + training.snapshot().string() + ": finished epoch"));
   CHECK_THAT(tasks, Catch::Contains("done: " + std::to_string(kEpochs) + " epochs"));
   CHECK_THAT(tasks, Catch::Contains("ddprun on node1 exited 0"));
   CHECK_THAT(tasks, Catch::Contains("ddprun on node2 exited 0"));

@@ -21,13 +21,11 @@ constexpr int kEpochs = 5;
 
 TEST_CASE("losing a node of a --nnodes 1:2 job: the other trains on from the last snapshot") {
   SlurmCluster cluster;
-  const auto dir = cluster.job_dir();
-  const auto job = start_two_node_training(
-      cluster, dir,
+  const auto training = start_two_node_training(
+      cluster,
       {"--nnodes", "1:2", "--max_restarts", "3", "--rdzv_conf",
        "last_call_timeout=1,keep_alive_interval=1,keep_alive_max_attempt=2"},
       kEpochs, 60);
-  const auto snapshot = dir / "snapshot.pt";
 
   // Lose node2: SIGKILL to everything of the job there except Slurm's own slurmstepd.
   const auto stepd = std::filesystem::canonical("/usr/sbin/slurmstepd");
@@ -39,8 +37,8 @@ TEST_CASE("losing a node of a --nnodes 1:2 job: the other trains on from the las
   }
   REQUIRE(killed >= 2);  // at least the wrapper shell and ddprun
 
-  const auto outcome = cluster.wait_for_job_end(job, 150s);
-  const auto survivor = read_file(dir / "task-0.out");
+  const auto outcome = cluster.wait_for_job_end(training.job, 150s);
+  const auto survivor = read_file(training.dir / "task-0.out");
   INFO(survivor << (outcome ? outcome->raw : "(job still running)"));
   REQUIRE(outcome);
   CHECK_THAT(survivor, Catch::Contains("ddprun on node1 exited 0"));
@@ -48,6 +46,7 @@ TEST_CASE("losing a node of a --nnodes 1:2 job: the other trains on from the las
   // and finished the last epoch.
   CHECK_THAT(survivor, Catch::Contains("ddprun-train: 2 rank(s)"));
   CHECK_THAT(survivor, Catch::Contains("ddprun-train: 1 rank(s)"));
-  CHECK_THAT(survivor, Catch::Contains("resumed from " + snapshot.string() + ": finished epoch"));
+  CHECK_THAT(survivor,
+             Catch::Contains("resumed from " + training.snapshot().string() + ": finished epoch"));
   CHECK_THAT(survivor, Catch::Contains("done: " + std::to_string(kEpochs) + " epochs"));
 }

@@ -14,23 +14,18 @@ using namespace ddprun::slurm_test;
 
 TEST_CASE("scancel: the workers get SIGTERM, snapshot, and nothing is left running") {
   SlurmCluster cluster;
-  const auto dir = cluster.job_dir();
-  const auto job = start_two_node_training(cluster, dir, {}, 1000, 30);
-  const auto snapshot = dir / "snapshot.pt";
+  const auto training = start_two_node_training(cluster, {}, 1000, 30);
 
   const auto before_cancel = std::filesystem::file_time_type::clock::now();
-  const auto cancelled = cluster.client({"scancel", job}, 30s);
+  const auto cancelled = cluster.client({"scancel", training.job}, 30s);
   REQUIRE(cancelled.exit_status == 0);
-  const auto outcome = cluster.wait_for_job_end(job, 60s);
-  const auto tasks = read_file(dir / "task-0.out") + read_file(dir / "task-1.out");
-  INFO(tasks << (outcome ? outcome->raw : "(job still running)"));
-  REQUIRE(outcome);
-  CHECK(outcome->state == "CANCELLED");
+  const auto [outcome, tasks] = wait_for_training_end(cluster, training, "CANCELLED", 60s);
+  INFO(tasks << outcome.raw);
   CHECK_THAT(tasks, Catch::Contains("preempted: stopping after epoch"));
   CHECK_THAT(tasks, Catch::Contains("ddprun on node1 exited 143"));
   CHECK_THAT(tasks, Catch::Contains("ddprun on node2 exited 143"));
   // The snapshot was rewritten after the SIGTERM, not only left from the last epoch.
-  CHECK(std::filesystem::last_write_time(snapshot) > before_cancel);
+  CHECK(std::filesystem::last_write_time(training.snapshot()) > before_cancel);
 
   // The job is over: within a few seconds only slurmd remains on each node.
   for (const char* node : {"node1", "node2"}) {
