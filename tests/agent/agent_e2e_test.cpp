@@ -16,11 +16,6 @@ using nlohmann::json;
 
 namespace {
 
-// Fast rendezvous settings, so loss detection and re-forming take about a second.
-const std::string kFastRdzv =
-    "join_timeout=30,last_call_timeout=0.5,keep_alive_interval=0.3,keep_alive_max_attempt=3,"
-    "read_timeout=10";
-
 struct Job {
   TempDir dir;
   uint16_t port = free_port("127.0.0.2");

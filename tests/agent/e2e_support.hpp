@@ -31,6 +31,11 @@ namespace ddprun::agent::e2e {
 using Clock = std::chrono::steady_clock;
 namespace fs = std::filesystem;
 
+// Fast rendezvous settings (--rdzv_conf), so loss detection and re-forming take about a second.
+inline const std::string kFastRdzv =
+    "join_timeout=30,last_call_timeout=0.5,keep_alive_interval=0.3,keep_alive_max_attempt=3,"
+    "read_timeout=10";
+
 inline std::string ddprun_binary() {
   return std::string(DDPRUN_BIN_DIR) + "/ddprun";
 }

@@ -17,10 +17,6 @@ using nlohmann::json;
 
 namespace {
 
-const std::string kFastRdzv =
-    "join_timeout=30,last_call_timeout=0.5,keep_alive_interval=0.3,keep_alive_max_attempt=3,"
-    "read_timeout=10";
-
 std::vector<std::string> lines_with(const std::string& text, const std::string& needle) {
   std::vector<std::string> found;
   std::istringstream lines(text);

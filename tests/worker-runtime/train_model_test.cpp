@@ -15,27 +15,19 @@
 #include "gpt_model.hpp"
 #include "snapshot_io.hpp"
 #include "snapshot_state.hpp"
+#include "temp_dir.hpp"
 #include "torch_pickle_reader.hpp"
 
 using namespace ddprun::train;
 using Catch::Matchers::Contains;
+
+using ddprun::test::TempDir;
 
 namespace {
 
 GptShape tiny_shape(int64_t n_embd = 32) {
   return GptShape{11, 16, 2, 4, n_embd, 0.0, 0.0, 0.0};
 }
-
-struct TempDir {
-  TempDir()
-      : path(std::filesystem::temp_directory_path() /
-             ("ddprun-train-model-" + std::to_string(::getpid()))) {
-    std::filesystem::create_directories(path);
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-  std::filesystem::path path;
-};
 
 void train_steps(Gpt& model, torch::optim::AdamW& optimizer, int steps, uint64_t data_seed) {
   auto generator = at::detail::createCPUGenerator(data_seed);
@@ -204,17 +196,44 @@ void write_archive(const std::string& path,
   zip.writeEndOfFile();
 }
 
+Gpt seeded_tiny_gpt(uint64_t seed) {
+  torch::manual_seed(seed);
+  return Gpt(tiny_shape());
+}
+
+// A tiny GPT and its AdamW, trained a few steps so the optimizer has state to snapshot.
+struct TrainedTinyGpt {
+  TrainedTinyGpt(uint64_t seed, int steps, uint64_t data_seed)
+      : model(seeded_tiny_gpt(seed)),
+        groups(optimizer_parameter_groups(*model)),
+        optimizer(make_adamw(*model, groups, 1e-3, 0.1)) {
+    train_steps(model, *optimizer, steps, data_seed);
+  }
+  SnapshotParts snapshot(const TrainingPosition& position) const {
+    return make_snapshot(*model, *optimizer, groups, position);
+  }
+  // Returns path, for a one-line "a snapshot at path".
+  std::string write_snapshot(const std::string& path) const {
+    const auto parts = snapshot({1, 0, 1, 0});
+    write_snapshot_file(path, parts.content, parts.resume_record);
+    return path;
+  }
+
+  Gpt model;
+  ParameterGroups groups;
+  std::unique_ptr<torch::optim::AdamW> optimizer;
+};
+
 }  // namespace
 
 TEST_CASE("snapshot round trip restores model and optimizer exactly", "[snapshot]") {
-  TempDir dir;
-  torch::manual_seed(2);
-  Gpt a(tiny_shape());
-  const auto groups = optimizer_parameter_groups(*a);
-  auto opt_a = make_adamw(*a, groups, 1e-3, 0.1);
-  train_steps(a, *opt_a, 3, 7);
+  TempDir dir("model");
+  TrainedTinyGpt trained(2, 3, 7);
+  auto& a = trained.model;
+  auto& opt_a = trained.optimizer;
+  const auto& groups = trained.groups;
   const auto path = dir.file("snapshot.pt");
-  const auto parts = make_snapshot(*a, *opt_a, groups, {5, 2, 2, 1337});
+  const auto parts = trained.snapshot({5, 2, 2, 1337});
   write_snapshot_file(path, parts.content, parts.resume_record);
 
   const auto file = read_snapshot_file(path);
@@ -227,8 +246,7 @@ TEST_CASE("snapshot round trip restores model and optimizer exactly", "[snapshot
   REQUIRE(file.resume_record);
   CHECK(decode_resume_record(*file.resume_record).position.steps_into_epoch == 2);
 
-  torch::manual_seed(3);
-  Gpt b(tiny_shape());
+  Gpt b = seeded_tiny_gpt(3);
   auto opt_b = make_adamw(*b, groups, 5e-2, 0.3);  // as minGPT-ddp: the snapshot's settings win
   const auto restored = restore_snapshot(file, path, *b, *opt_b, groups);
   CHECK(restored.has_resume_record);
@@ -250,13 +268,10 @@ TEST_CASE("snapshot round trip restores model and optimizer exactly", "[snapshot
 }
 
 TEST_CASE("a snapshot whose optimizer states share one tensor restores them apart", "[snapshot]") {
-  TempDir dir;
-  torch::manual_seed(5);
-  Gpt model(tiny_shape());
-  const auto groups = optimizer_parameter_groups(*model);
-  auto optimizer = make_adamw(*model, groups, 1e-3, 0.1);
-  train_steps(model, *optimizer, 1, 3);
-  auto parts = make_snapshot(*model, *optimizer, groups, {1, 0, 1, 0});
+  TempDir dir("model");
+  const TrainedTinyGpt trained(5, 1, 3);
+  const auto& groups = trained.groups;
+  auto parts = trained.snapshot({1, 0, 1, 0});
   // Point two states of the same shape at one tensor object, as a pickle memo can.
   auto state = field(field(parts.content, "optimizer_state"), "state").toGenericDict();
   std::optional<c10::IValue> first;
@@ -287,15 +302,8 @@ TEST_CASE("a snapshot whose optimizer states share one tensor restores them apar
 }
 
 TEST_CASE("unusable snapshots give an error naming the file and the reason", "[snapshot]") {
-  TempDir dir;
-  torch::manual_seed(4);
-  Gpt model(tiny_shape());
-  const auto groups = optimizer_parameter_groups(*model);
-  auto optimizer = make_adamw(*model, groups, 1e-3, 0.1);
-  train_steps(model, *optimizer, 1, 1);
-  const auto good = dir.file("good.pt");
-  const auto parts = make_snapshot(*model, *optimizer, groups, {1, 0, 1, 0});
-  write_snapshot_file(good, parts.content, parts.resume_record);
+  TempDir dir("model");
+  const auto good = TrainedTinyGpt(4, 1, 1).write_snapshot(dir.file("good.pt"));
 
   const auto garbage = dir.file("garbage.pt");
   std::ofstream(garbage) << "this is not a zip archive at all";
@@ -418,15 +426,8 @@ TEST_CASE("the pickle reader takes torch.save's OrderedDicts and refuses what is
 TEST_CASE("damaged pickles fail with a PickleError, never otherwise", "[snapshot]") {
   // A real snapshot's data.pkl, damaged in many deterministic ways: every result is either a
   // value or a PickleError (no crash, no other exception, no unbounded allocation).
-  TempDir dir;
-  torch::manual_seed(6);
-  Gpt model(tiny_shape());
-  const auto groups = optimizer_parameter_groups(*model);
-  auto optimizer = make_adamw(*model, groups, 1e-3, 0.1);
-  train_steps(model, *optimizer, 1, 1);
-  const auto path = dir.file("fuzz.pt");
-  const auto parts = make_snapshot(*model, *optimizer, groups, {1, 0, 1, 0});
-  write_snapshot_file(path, parts.content, parts.resume_record);
+  TempDir dir("model");
+  const auto path = TrainedTinyGpt(6, 1, 1).write_snapshot(dir.file("fuzz.pt"));
   caffe2::serialize::PyTorchStreamReader zip(path);
   const auto [data, size] = zip.getRecord("data.pkl");
   const std::string pickle(static_cast<const char*>(data.get()), size);

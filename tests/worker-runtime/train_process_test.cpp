@@ -12,26 +12,16 @@
 
 #include "child_process.hpp"
 #include "snapshot_io.hpp"
+#include "temp_dir.hpp"
 
 using namespace std::chrono_literals;
 using Catch::Matchers::Contains;
 using ddprun::test::ChildProcess;
+using ddprun::test::TempDir;
 
 namespace {
 
 const std::string kTrainer = std::string(DDPRUN_BIN_DIR) + "/ddprun-train";
-
-struct TempDir {
-  explicit TempDir(const std::string& name)
-      : path(std::filesystem::temp_directory_path() /
-             ("ddprun-train-" + name + "-" + std::to_string(::getpid()))) {
-    std::filesystem::remove_all(path);
-    std::filesystem::create_directories(path);
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-  std::filesystem::path path;
-};
 
 std::vector<std::string> tiny_args(std::vector<std::string> extra) {
   std::vector<std::string> args{kTrainer,

@@ -13,10 +13,12 @@
 #include <filesystem>
 
 #include "child_process.hpp"
+#include "temp_dir.hpp"
 
 using namespace std::chrono_literals;
 using Catch::Matchers::Contains;
 using ddprun::test::ChildProcess;
+using ddprun::test::TempDir;
 
 namespace {
 
@@ -31,17 +33,6 @@ std::string reference_torchrun() {
   }
   return torchrun.string();
 }
-
-struct TempDir {
-  explicit TempDir(const std::string& name)
-      : path(std::filesystem::temp_directory_path() /
-             ("ddprun-train-python-" + name + "-" + std::to_string(::getpid()))) {
-    std::filesystem::remove_all(path);
-    std::filesystem::create_directories(path);
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
-  std::filesystem::path path;
-};
 
 // Two ranks of ddprun-train under torchrun; returns its output after checking the exit status.
 std::string train_under_torchrun(const TempDir& dir, const std::string& max_epochs,
