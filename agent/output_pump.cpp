@@ -71,40 +71,31 @@ void OutputPump::close_stream() {
   file_fd_.reset();
 }
 
-void OutputPump::on_readable() {
-  if (!read_end_)
-    return;
+OutputPump::Drained OutputPump::drain(int max_reads) {
   char buffer[kReadChunk];
-  for (int i = 0; i < kMaxReadsPerWakeup; ++i) {
-    ssize_t n = ::read(read_end_.get(), buffer, sizeof buffer);
+  for (int i = 0; i < max_reads; ++i) {
+    const ssize_t n = ::read(read_end_.get(), buffer, sizeof buffer);
     if (n > 0) {
       deliver(buffer, static_cast<std::size_t>(n));
       continue;
     }
     if (n < 0 && errno == EINTR)
       continue;
-    if (n < 0 && errno == EAGAIN)
-      return;
-    close_stream();  // end of file or a read error
-    return;
+    return n < 0 && errno == EAGAIN ? Drained::kEmptyForNow : Drained::kEnded;
   }
+  return Drained::kReadsSpent;
+}
+
+void OutputPump::on_readable() {
+  if (read_end_ && drain(kMaxReadsPerWakeup) == Drained::kEnded)
+    close_stream();  // end of file or a read error
 }
 
 void OutputPump::finish() {
   if (!read_end_)
     return;
-  char buffer[kReadChunk];
   // Bounded: a grandchild that keeps the pipe open and writes forever must not hold us.
-  for (int i = 0; i < kMaxReadsAtFinish; ++i) {
-    ssize_t n = ::read(read_end_.get(), buffer, sizeof buffer);
-    if (n > 0) {
-      deliver(buffer, static_cast<std::size_t>(n));
-      continue;
-    }
-    if (n < 0 && errno == EINTR)
-      continue;
-    break;
-  }
+  drain(kMaxReadsAtFinish);
   close_stream();
 }
 

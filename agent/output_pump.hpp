@@ -45,6 +45,9 @@ class OutputPump {
   void finish();
 
  private:
+  enum class Drained { kEmptyForNow, kEnded, kReadsSpent };  // kEnded: end of file or an error
+  // Reads and delivers up to max_reads chunks, until the pipe is empty for now or ends.
+  Drained drain(int max_reads);
   void deliver(const char* data, std::size_t size);
   void copy_duplicates(const std::vector<std::string>& lines);
   void close_stream();

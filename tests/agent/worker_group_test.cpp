@@ -22,8 +22,10 @@
 #include <thread>
 
 #include "agent/signal_channel.hpp"
+#include "e2e_support.hpp"
 
 using namespace ddprun::agent;
+using ddprun::agent::e2e::process_running;
 using Clock = std::chrono::steady_clock;
 
 namespace {
@@ -101,17 +103,6 @@ void stop_group(WorkerGroup& group, SignalChannel& signals, int sig,
   }
   group.kill_all();
   wait_until_all_exited(group, signals, std::chrono::seconds(5));
-}
-
-// Alive: exists and is not a zombie (an unreaped zombie no longer runs or holds resources).
-bool process_running(pid_t pid) {
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string text;
-  if (!std::getline(stat, text))
-    return false;
-  auto close_paren = text.rfind(')');
-  return close_paren != std::string::npos && close_paren + 2 < text.size() &&
-         text[close_paren + 2] != 'Z' && text[close_paren + 2] != 'X';
 }
 
 // Captures what the group writes to our stdout and stderr while fn runs.
