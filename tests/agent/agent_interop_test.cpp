@@ -73,6 +73,18 @@ void compare(const std::map<int, Env>& reference, const std::map<int, Env>& ours
 
 const std::string kDumpEnv = "env > \"$OUT-$RANK\"";
 
+// launcher (torchrun or ddprun) for one node of a 2-node c10d job with 2 workers per node, then
+// the node's own options and the entry point.
+std::vector<std::string> two_node_job(const std::string& launcher, const std::string& endpoint,
+                                      const std::string& rdzv_id,
+                                      const std::vector<std::string>& rest) {
+  std::vector<std::string> argv{launcher, "--nnodes",       "2",    "--nproc_per_node",
+                                "2",      "--rdzv_backend", "c10d", "--rdzv_endpoint",
+                                endpoint, "--rdzv_id",      rdzv_id};
+  argv.insert(argv.end(), rest.begin(), rest.end());
+  return argv;
+}
+
 }  // namespace
 
 TEST_CASE("worker environment matches torchrun's, standalone and 2 nodes") {
@@ -90,44 +102,15 @@ TEST_CASE("worker environment matches torchrun's, standalone and 2 nodes") {
   SECTION("2 nodes x 2 workers, c10d") {
     const std::string ref_port = std::to_string(free_port());
     auto ref_node = [&](const char* is_host) {
-      return std::vector<std::string>{torchrun,
-                                      "--nnodes",
-                                      "2",
-                                      "--nproc_per_node",
-                                      "2",
-                                      "--rdzv_backend",
-                                      "c10d",
-                                      "--rdzv_endpoint",
-                                      "127.0.0.1:" + ref_port,
-                                      "--rdzv_id",
-                                      "envjob",
-                                      "--rdzv_conf",
-                                      std::string("is_host=") + is_host,
-                                      "--no_python",
-                                      "/bin/sh",
-                                      "-c",
-                                      kDumpEnv};
+      return two_node_job(torchrun, "127.0.0.1:" + ref_port, "envjob",
+                          {"--rdzv_conf", std::string("is_host=") + is_host, "--no_python",
+                           "/bin/sh", "-c", kDumpEnv});
     };
     auto reference = collect_envs({ref_node("1"), ref_node("0")}, dir, "ref2", 4);
     const std::string port = std::to_string(free_port("127.0.0.2"));
     auto our_node = [&](const char* addr) {
-      return std::vector<std::string>{ddprun_binary(),
-                                      "--nnodes",
-                                      "2",
-                                      "--nproc_per_node",
-                                      "2",
-                                      "--rdzv_backend",
-                                      "c10d",
-                                      "--rdzv_endpoint",
-                                      "127.0.0.2:" + port,
-                                      "--rdzv_id",
-                                      "envjob",
-                                      "--local_addr",
-                                      addr,
-                                      "--no_python",
-                                      "/bin/sh",
-                                      "-c",
-                                      kDumpEnv};
+      return two_node_job(ddprun_binary(), "127.0.0.2:" + port, "envjob",
+                          {"--local_addr", addr, "--no_python", "/bin/sh", "-c", kDumpEnv});
     };
     auto ours = collect_envs({our_node("127.0.0.2"), our_node("127.0.0.3")}, dir, "ours2", 4);
     compare(reference, ours);
@@ -189,26 +172,9 @@ dist.destroy_process_group()
     std::vector<std::unique_ptr<Process>> agents;
     for (const char* addr : {"127.0.0.2", "127.0.0.3"}) {
       agents.push_back(std::make_unique<Process>(
-          std::vector<std::string>{ddprun_binary(),
-                                   "--nnodes",
-                                   "2",
-                                   "--nproc_per_node",
-                                   "2",
-                                   "--rdzv_backend",
-                                   "c10d",
-                                   "--rdzv_endpoint",
-                                   "127.0.0.2:" + port,
-                                   "--rdzv_id",
-                                   "gloo" + mode,
-                                   "--local_addr",
-                                   addr,
-                                   "--max_restarts",
-                                   "1",
-                                   "--shutdown_timeout",
-                                   "5",
-                                   dir / "worker.py",
-                                   dir.path(),
-                                   mode},
+          two_node_job(ddprun_binary(), "127.0.0.2:" + port, "gloo" + mode,
+                       {"--local_addr", addr, "--max_restarts", "1", "--shutdown_timeout", "5",
+                        dir / "worker.py", dir.path(), mode}),
           dir / (mode + "-" + addr),
           std::map<std::string, std::string>{{"PYTHON_EXEC", reference_python()},
                                              {"OMP_NUM_THREADS", "1"}}));
