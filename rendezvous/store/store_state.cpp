@@ -263,15 +263,22 @@ void StoreState::disconnect(ConnectionId connection) {
   watched_by_.erase(watched);
 }
 
-std::optional<std::string> StoreState::read_counter(std::string_view op, const std::string& key,
-                                                    std::int64_t& value) const {
-  value = 0;
+std::optional<std::string> StoreState::add_to_counter(std::string_view op, const std::string& key,
+                                                      std::int64_t delta, std::int64_t& sum,
+                                                      std::vector<OutgoingMessage>& out) {
+  std::int64_t current = 0;
   if (const auto found = values_.find(key); found != values_.end()) {
     const auto parsed = parse_counter(found->second);
     if (!parsed) {
       return std::string(op) + " on key '" + printable(key) + "' whose value is not an integer";
     }
-    value = *parsed;
+    current = *parsed;
+  }
+  if (__builtin_add_overflow(current, delta, &sum)) {
+    return std::string(op) + " on key '" + printable(key) + "' overflows int64";
+  }
+  if (!store_value(key, std::to_string(sum), out)) {
+    return "memory budget exhausted by " + std::string(op);
   }
   return std::nullopt;
 }
@@ -279,16 +286,9 @@ std::optional<std::string> StoreState::read_counter(std::string_view op, const s
 std::optional<std::string> StoreState::handle_add(ConnectionId from, Request& request,
                                                   std::vector<OutgoingMessage>& out) {
   const std::string& key = request.keys[0];
-  std::int64_t current = 0;
-  if (auto error = read_counter("ADD", key, current)) {
-    return error;
-  }
   std::int64_t sum = 0;
-  if (__builtin_add_overflow(current, request.integer, &sum)) {
-    return "ADD on key '" + printable(key) + "' overflows int64";
-  }
-  if (!store_value(key, std::to_string(sum), out)) {
-    return "memory budget exhausted by ADD";
+  if (auto error = add_to_counter("ADD", key, request.integer, sum, out)) {
+    return error;
   }
   wake_all(key, out);
   out.push_back({from, encoded_i64(sum)});
@@ -320,15 +320,8 @@ std::optional<std::string> StoreState::handle_barrier(ConnectionId from, Request
                                                       std::vector<OutgoingMessage>& out) {
   const std::string& key = request.keys[0];
   std::int64_t arrived = 0;
-  if (auto error = read_counter("BARRIER", key, arrived)) {
+  if (auto error = add_to_counter("BARRIER", key, 1, arrived, out)) {
     return error;
-  }
-  if (arrived == INT64_MAX) {
-    return "BARRIER on key '" + printable(key) + "' overflows int64";
-  }
-  ++arrived;
-  if (!store_value(key, std::to_string(arrived), out)) {
-    return "memory budget exhausted by BARRIER";
   }
   if (arrived >= request.integer) {
     out.push_back({from, one_byte(kStopWaiting)});

@@ -73,10 +73,12 @@ class StoreState {
   void notify_watchers(std::uint8_t kind, const std::string& key, const std::string& old_value,
                        const std::string& new_value, std::vector<OutgoingMessage>& out);
 
-  // The counter at key into value (0 when absent); the error, naming op, when the key holds
-  // something else than an integer.
-  std::optional<std::string> read_counter(std::string_view op, const std::string& key,
-                                          std::int64_t& value) const;
+  // Adds delta to the counter at key (0 when absent) and stores the sum; the error, naming op,
+  // when the key holds something else than an integer, the sum overflows int64, or the memory
+  // budget is exhausted.
+  std::optional<std::string> add_to_counter(std::string_view op, const std::string& key,
+                                            std::int64_t delta, std::int64_t& sum,
+                                            std::vector<OutgoingMessage>& out);
   std::optional<std::string> handle_add(ConnectionId from, Request& request,
                                         std::vector<OutgoingMessage>& out);
   std::optional<std::string> handle_compare_set(ConnectionId from, Request& request,
