@@ -8,14 +8,11 @@
 #include <string>
 #include <vector>
 
+#include "model_dims.hpp"
+
 namespace ddprun::train {
 
-struct GptShape {
-  int64_t vocab_size = 0;
-  int64_t block_size = 0;
-  int64_t n_layer = 0;
-  int64_t n_head = 0;
-  int64_t n_embd = 0;
+struct GptShape : ModelDims {
   double embd_pdrop = 0.0;
   double resid_pdrop = 0.0;
   double attn_pdrop = 0.0;

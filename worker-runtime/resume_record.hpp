@@ -8,6 +8,8 @@
 #include <string>
 #include <string_view>
 
+#include "model_dims.hpp"
+
 namespace ddprun::train {
 
 // The record's name inside the archive (torch.save's archives keep their records under one
@@ -21,15 +23,6 @@ struct TrainingPosition {
   int64_t steps_into_epoch = 0;  // steps of epoch finished_epoch + 1 already taken
   int64_t world_size = 1;
   int64_t seed = 0;
-};
-
-// The dimensions that decide which snapshots fit a model.
-struct ModelDims {
-  int64_t vocab_size = 0;
-  int64_t block_size = 0;
-  int64_t n_layer = 0;
-  int64_t n_head = 0;
-  int64_t n_embd = 0;
 };
 
 struct ResumeRecord {

@@ -38,10 +38,6 @@ torch::Tensor to_cpu(const torch::Tensor& t) {
   return t.detach().to(torch::kCPU);
 }
 
-ModelDims dims_of(const GptShape& shape) {
-  return {shape.vocab_size, shape.block_size, shape.n_layer, shape.n_head, shape.n_embd};
-}
-
 // "n_layer=2, n_head=4, ..." for the dimensions a snapshot reveals (n_head = 0: unknown).
 std::string dims_text(const ModelDims& d) {
   std::string text = "n_layer=" + std::to_string(d.n_layer);
@@ -327,7 +323,7 @@ SnapshotParts make_snapshot(const GptImpl& model, const torch::optim::AdamW& opt
   snapshot.insert("model_state", model_state);
   snapshot.insert("optimizer_state", optimizer_state);
   snapshot.insert("finished_epoch", position.finished_epoch);
-  return {snapshot, encode_resume_record({position, dims_of(model.shape())})};
+  return {snapshot, encode_resume_record({position, static_cast<const ModelDims&>(model.shape())})};
 }
 
 RestoredSnapshot restore_snapshot(const SnapshotFile& snapshot, const std::string& path,
@@ -344,7 +340,7 @@ RestoredSnapshot restore_snapshot(const SnapshotFile& snapshot, const std::strin
   const auto model_state = read.dict(read.field(top, "model_state", ""), "model_state");
 
   // The model's dimensions first, so a snapshot of another configuration is named as such.
-  const auto ours = dims_of(model.shape());
+  const auto ours = static_cast<const ModelDims&>(model.shape());
   const auto record = resume_record_of(snapshot, top, read);
   if (record) {
     if (record->position.finished_epoch != restored.position.finished_epoch) {

@@ -145,11 +145,8 @@ TrainOutcome run_training(const TrainerInputs& inputs, std::ostream& out) {
     }
   };
 
-  GptShape shape{static_cast<int64_t>(corpus.vocabulary.size()),
-                 config.data.block_size,
-                 config.gpt.n_layer,
-                 config.gpt.n_head,
-                 config.gpt.n_embd,
+  GptShape shape{{static_cast<int64_t>(corpus.vocabulary.size()), config.data.block_size,
+                  config.gpt.n_layer, config.gpt.n_head, config.gpt.n_embd},
                  config.gpt.embd_pdrop,
                  config.gpt.resid_pdrop,
                  config.gpt.attn_pdrop};

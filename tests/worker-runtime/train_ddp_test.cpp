@@ -15,7 +15,7 @@ using namespace ddprun::train;
 namespace {
 
 constexpr int64_t kBatch = 4;  // per rank
-const GptShape kShape{13, 16, 2, 4, 32, 0.0, 0.0, 0.0};
+const GptShape kShape{{13, 16, 2, 4, 32}, 0.0, 0.0, 0.0};
 
 c10::intrusive_ptr<c10d::TCPStore> host_store() {
   c10d::TCPStoreOptions options;

@@ -26,7 +26,7 @@ using ddprun::test::TempDir;
 namespace {
 
 GptShape tiny_shape(int64_t n_embd = 32) {
-  return GptShape{11, 16, 2, 4, n_embd, 0.0, 0.0, 0.0};
+  return GptShape{{11, 16, 2, 4, n_embd}, 0.0, 0.0, 0.0};
 }
 
 void train_steps(Gpt& model, torch::optim::AdamW& optimizer, int steps, uint64_t data_seed) {
@@ -68,7 +68,7 @@ TEST_CASE("parameter names and groups are minGPT-ddp's", "[model]") {
 
 TEST_CASE("initialisation follows minGPT-ddp", "[model]") {
   torch::manual_seed(0);
-  Gpt model(GptShape{11, 16, 2, 4, 128, 0.0, 0.0, 0.0});
+  Gpt model(GptShape{{11, 16, 2, 4, 128}, 0.0, 0.0, 0.0});
   const auto p = model->named_parameters();
   CHECK(p["emb_stem.pos_emb"].abs().max().item<float>() == 0.0f);
   CHECK(p["blocks.0.mlp.0.weight"].std().item<float>() == Approx(0.02).epsilon(0.05));
