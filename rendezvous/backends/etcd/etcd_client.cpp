@@ -7,6 +7,7 @@
 #include "rendezvous/backends/etcd/etcd_codec.hpp"
 #include "rendezvous/backends/etcd/failover_log.hpp"
 #include "rendezvous/backends/etcd/tls_context.hpp"
+#include "rendezvous/backends/etcd/transport_trouble.hpp"
 
 namespace ddprun::rendezvous::backends::etcd {
 namespace {
@@ -127,21 +128,13 @@ void EtcdClient::on_reply(const std::shared_ptr<Call>& call, std::size_t member,
   std::string detail = reply.detail;
   switch (reply.failure) {
     case HttpFailure::kConnect:
-      trouble = Trouble::kUnreachable;
-      maybe_applied = false;
-      break;
     case HttpFailure::kTls:
-      trouble = Trouble::kTls;
-      maybe_applied = false;
-      break;
+      maybe_applied = false;  // no connection, or a refused handshake: the request never got in
+      [[fallthrough]];
     case HttpFailure::kBroken:
-      trouble = Trouble::kUnreachable;
-      break;
     case HttpFailure::kTimeout:
-      trouble = Trouble::kUnresponsive;
-      break;
     case HttpFailure::kProtocol:
-      trouble = Trouble::kProtocol;
+      trouble = transport_trouble(reply.failure);
       break;
     case HttpFailure::kNone: {
       nlohmann::json body;

@@ -17,16 +17,36 @@ using nlohmann::json;
   throw EtcdProtocolError(what);
 }
 
+// The field, or nullptr where it is absent or null (the gateway leaves out zero values).
+const json* present_field(const json& parent, const char* name) {
+  const auto found = parent.find(name);
+  return found == parent.end() || found->is_null() ? nullptr : &*found;
+}
+
+[[noreturn]] void not_a(const char* name, const char* kind) {
+  bad(std::string("field '") + name + "' is not " + kind);
+}
+
+// present_field, checked to be of one JSON kind (is_kind: json::is_object, ...).
+const json* typed_field(const json& parent, const char* name,
+                        bool (json::*is_kind)() const noexcept, const char* kind) {
+  const json* field = present_field(parent, name);
+  if (field != nullptr && !(field->*is_kind)()) {
+    not_a(name, kind);
+  }
+  return field;
+}
+
 const json& object_field(const json& parent, const char* name) {
   static const json kEmptyObject = json::object();
-  const auto found = parent.find(name);
-  if (found == parent.end() || found->is_null()) {
-    return kEmptyObject;
-  }
-  if (!found->is_object()) {
-    bad(std::string("field '") + name + "' is not an object");
-  }
-  return *found;
+  const json* field = typed_field(parent, name, &json::is_object, "an object");
+  return field != nullptr ? *field : kEmptyObject;
+}
+
+const json& array_field(const json& parent, const char* name) {
+  static const json kEmptyArray = json::array();
+  const json* field = typed_field(parent, name, &json::is_array, "an array");
+  return field != nullptr ? *field : kEmptyArray;
 }
 
 const json& require_object(const json& value, const char* what) {
@@ -37,20 +57,20 @@ const json& require_object(const json& value, const char* what) {
 }
 
 std::int64_t int64_field(const json& parent, const char* name) {
-  const auto found = parent.find(name);
-  if (found == parent.end() || found->is_null()) {
+  const json* field = present_field(parent, name);
+  if (field == nullptr) {
     return 0;
   }
-  if (found->is_number_unsigned() &&
-      found->get<std::uint64_t>() >
+  if (field->is_number_unsigned() &&
+      field->get<std::uint64_t>() >
           static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
     bad(std::string("field '") + name + "' is out of the int64 range");
   }
-  if (found->is_number_integer()) {
-    return found->get<std::int64_t>();
+  if (field->is_number_integer()) {
+    return field->get<std::int64_t>();
   }
-  if (found->is_string()) {
-    const auto& text = found->get_ref<const std::string&>();
+  if (field->is_string()) {
+    const auto& text = field->get_ref<const std::string&>();
     std::int64_t value = 0;
     const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
     if (text.empty() || error != std::errc() || end != text.data() + text.size()) {
@@ -58,29 +78,17 @@ std::int64_t int64_field(const json& parent, const char* name) {
     }
     return value;
   }
-  bad(std::string("field '") + name + "' is not an int64");
+  not_a(name, "an int64");
 }
 
 bool bool_field(const json& parent, const char* name) {
-  const auto found = parent.find(name);
-  if (found == parent.end() || found->is_null()) {
-    return false;
-  }
-  if (!found->is_boolean()) {
-    bad(std::string("field '") + name + "' is not a boolean");
-  }
-  return found->get<bool>();
+  const json* field = typed_field(parent, name, &json::is_boolean, "a boolean");
+  return field != nullptr && field->get<bool>();
 }
 
 std::string string_field(const json& parent, const char* name) {
-  const auto found = parent.find(name);
-  if (found == parent.end() || found->is_null()) {
-    return {};
-  }
-  if (!found->is_string()) {
-    bad(std::string("field '") + name + "' is not a string");
-  }
-  return found->get<std::string>();
+  const json* field = typed_field(parent, name, &json::is_string, "a string");
+  return field != nullptr ? field->get<std::string>() : std::string();
 }
 
 std::string bytes_field(const json& parent, const char* name) {
@@ -90,18 +98,6 @@ std::string bytes_field(const json& parent, const char* name) {
     bad(std::string("field '") + name + "' is not base64");
   }
   return std::move(*decoded);
-}
-
-const json& array_field(const json& parent, const char* name) {
-  static const json kEmptyArray = json::array();
-  const auto found = parent.find(name);
-  if (found == parent.end() || found->is_null()) {
-    return kEmptyArray;
-  }
-  if (!found->is_array()) {
-    bad(std::string("field '") + name + "' is not an array");
-  }
-  return *found;
 }
 
 std::int64_t header_revision(const json& reply) {

@@ -255,25 +255,32 @@ void HttpConnection::read_reply() {
   parser_.emplace();
   parser_->header_limit(limits_.max_header_bytes);
   parser_->body_limit(limits_.max_body_bytes);
-  lowest_layer().expires_at(deadline_);
   // The header first: Boost 1.74's eager parser reserves a Content-Length body before it
   // honours body_limit, so a huge announced length is refused here, before any allocation.
-  with_stream([this](auto& stream) {
+  read_header(*parser_, "reply", [](HttpConnection& self) {
+    const auto length = self.parser_->content_length();
+    if (length && *length > self.limits_.max_body_bytes) {
+      self.fail(HttpFailure::kProtocol, "reply body of " + std::to_string(*length) +
+                                            " bytes is over the limit of " +
+                                            std::to_string(self.limits_.max_body_bytes));
+      return;
+    }
+    self.read_reply_body();
+  });
+}
+
+template <typename Parser, typename Then>
+void HttpConnection::read_header(Parser& parser, const char* what, Then then) {
+  lowest_layer().expires_at(deadline_);
+  with_stream([&](auto& stream) {
     http::async_read_header(
-        stream, buffer_, *parser_,
-        [self = shared_from_this()](const boost::system::error_code& ec, std::size_t) {
+        stream, buffer_, parser,
+        [self = shared_from_this(), what, then](const boost::system::error_code& ec, std::size_t) {
           if (ec) {
-            self->fail(failure_of(ec), "reply", ec);
+            self->fail(failure_of(ec), what, ec);
             return;
           }
-          const auto length = self->parser_->content_length();
-          if (length && *length > self->limits_.max_body_bytes) {
-            self->fail(HttpFailure::kProtocol, "reply body of " + std::to_string(*length) +
-                                                   " bytes is over the limit of " +
-                                                   std::to_string(self->limits_.max_body_bytes));
-            return;
-          }
-          self->read_reply_body();
+          then(*self);
         });
   });
 }
@@ -319,32 +326,23 @@ void HttpConnection::read_stream_header() {
     return bytes.size();
   };
   stream_parser_->on_chunk_body(chunk_callback_);
-  lowest_layer().expires_at(deadline_);
-  with_stream([this](auto& stream) {
-    http::async_read_header(
-        stream, buffer_, *stream_parser_,
-        [self = shared_from_this()](const boost::system::error_code& ec, std::size_t) {
-          if (ec) {
-            self->fail(failure_of(ec), "stream header", ec);
-            return;
-          }
-          const auto& header = self->stream_parser_->get();
-          if (header.result_int() != 200) {
-            HttpReply reply;
-            reply.request_sent = true;
-            reply.status = header.result_int();
-            reply.detail = "HTTP status " + std::to_string(reply.status);
-            self->shut_socket();
-            self->finish(std::move(reply));
-            return;
-          }
-          if (!self->stream_parser_->chunked()) {
-            self->fail(HttpFailure::kProtocol, "the reply to a watch is not a chunked stream");
-            return;
-          }
-          self->lowest_layer().expires_never();
-          self->read_stream_body();
-        });
+  read_header(*stream_parser_, "stream header", [](HttpConnection& self) {
+    const auto& header = self.stream_parser_->get();
+    if (header.result_int() != 200) {
+      HttpReply reply;
+      reply.request_sent = true;
+      reply.status = header.result_int();
+      reply.detail = "HTTP status " + std::to_string(reply.status);
+      self.shut_socket();
+      self.finish(std::move(reply));
+      return;
+    }
+    if (!self.stream_parser_->chunked()) {
+      self.fail(HttpFailure::kProtocol, "the reply to a watch is not a chunked stream");
+      return;
+    }
+    self.lowest_layer().expires_never();
+    self.read_stream_body();
   });
 }
 

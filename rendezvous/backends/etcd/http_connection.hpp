@@ -93,6 +93,9 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   void write();
   void read_reply();
   void read_reply_body();
+  // Reads a reply's header into parser under the deadline; then(*this) unless it failed.
+  template <typename Parser, typename Then>
+  void read_header(Parser& parser, const char* what, Then then);
   void read_stream_header();
   void read_stream_body();
   void on_chunk_bytes(std::string_view bytes, boost::system::error_code& ec);

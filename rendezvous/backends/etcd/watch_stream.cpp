@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "rendezvous/backends/etcd/etcd_codec.hpp"
+#include "rendezvous/backends/etcd/transport_trouble.hpp"
 
 namespace ddprun::rendezvous::backends::etcd {
 namespace {
@@ -46,25 +47,12 @@ void WatchStream::open() {
       Clock::now() + client_.options().op_timeout,
       lifetime_.guard([this](std::string_view line) { on_line(line); }),
       lifetime_.guard([this](HttpReply reply) {
-        switch (reply.failure) {
-          case HttpFailure::kNone:
-            on_trouble(reply.status == kHttpUnavailable ? Trouble::kNoLeader : Trouble::kProtocol,
-                       "watch answered " + reply.detail);
-            return;
-          case HttpFailure::kConnect:
-          case HttpFailure::kBroken:
-            on_trouble(Trouble::kUnreachable, reply.detail);
-            return;
-          case HttpFailure::kTls:
-            on_trouble(Trouble::kTls, reply.detail);
-            return;
-          case HttpFailure::kTimeout:
-            on_trouble(Trouble::kUnresponsive, reply.detail);
-            return;
-          case HttpFailure::kProtocol:
-            on_trouble(Trouble::kProtocol, reply.detail);
-            return;
+        if (reply.failure == HttpFailure::kNone) {
+          on_trouble(reply.status == kHttpUnavailable ? Trouble::kNoLeader : Trouble::kProtocol,
+                     "watch answered " + reply.detail);
+          return;
         }
+        on_trouble(transport_trouble(reply.failure), reply.detail);
       }));
 }
 
