@@ -20,6 +20,14 @@ namespace {
                            " failed: " + std::strerror(errno));
 }
 
+// After mkfifo: nobody else would remove the FIFO we made.
+[[noreturn]] void remove_and_fail(const std::string& step, const std::string& path) {
+  const int saved = errno;
+  ::unlink(path.c_str());
+  errno = saved;
+  fail(step, path);
+}
+
 }  // namespace
 
 FileTimerFifo::FileTimerFifo(std::string path) : path_(std::move(path)) {
@@ -28,25 +36,17 @@ FileTimerFifo::FileTimerFifo(std::string path) : path_(std::move(path)) {
   if (::mkfifo(path_.c_str(), 0666) != 0)
     fail("mkfifo", path_);
   read_end_.reset(::open(path_.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
-  if (!read_end_) {
-    const int saved = errno;
-    ::unlink(path_.c_str());
-    errno = saved;
-    fail("opening for reading", path_);
-  }
+  if (!read_end_)
+    remove_and_fail("opening for reading", path_);
   struct stat info {};
   if (::fstat(read_end_.get(), &info) != 0)
-    fail("fstat", path_);
+    remove_and_fail("fstat", path_);
   device_ = info.st_dev;
   inode_ = info.st_ino;
   // Opening the write end cannot block or fail with ENXIO: our reader is already open.
   keep_alive_writer_.reset(::open(path_.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC));
-  if (!keep_alive_writer_) {
-    const int saved = errno;
-    ::unlink(path_.c_str());
-    errno = saved;
-    fail("opening our own write end", path_);
-  }
+  if (!keep_alive_writer_)
+    remove_and_fail("opening our own write end", path_);
 }
 
 FileTimerFifo::~FileTimerFifo() {

@@ -71,6 +71,16 @@ std::chrono::milliseconds duration_field(const json& object, const char* name) {
   return std::chrono::milliseconds(static_cast<long long>(value.get<double>() * 1000.0 + 0.5));
 }
 
+// An array of at most max_entries; `entries` names them in the message ("frames").
+const json& bounded_array_field(const json& object, const char* name, std::size_t max_entries,
+                                const char* entries) {
+  const json& value = field(object, name);
+  if (!value.is_array() || value.size() > max_entries)
+    bad(std::string("\"") + name + "\" must be an array of at most " + std::to_string(max_entries) +
+        " " + entries);
+  return value;
+}
+
 }  // namespace
 
 HungRank hung_rank_from_timer(const TimerExpiry& expiry) {
@@ -172,10 +182,7 @@ HangReport hang_report_from_json(const json& fields) {
   HangReport report;
   report.host = text_field(fields, "host");
   report.stacks_dir = text_field(fields, "stacks_dir");
-  const json& hung = field(fields, "hung");
-  if (!hung.is_array() || hung.size() > kMaxHungRanksInReport)
-    bad("\"hung\" must be an array of at most " + std::to_string(kMaxHungRanksInReport) +
-        " entries");
+  const json& hung = bounded_array_field(fields, "hung", kMaxHungRanksInReport, "entries");
   for (const json& entry : hung) {
     HungRank rank;
     rank.worker.global_rank = static_cast<int>(int_field(entry, "rank", 0, INT_MAX));
@@ -194,10 +201,7 @@ HangReport hang_report_from_json(const json& fields) {
       bad("unknown cause \"" + cause.substr(0, 40) + "\"");
     }
     rank.stack_file = text_field(entry, "stack_file");
-    const json& frames = field(entry, "top_frames");
-    if (!frames.is_array() || frames.size() > kHangReportFrames)
-      bad("\"top_frames\" must be an array of at most " + std::to_string(kHangReportFrames) +
-          " frames");
+    const json& frames = bounded_array_field(entry, "top_frames", kHangReportFrames, "frames");
     for (const json& frame : frames) {
       const json& python = field(frame, "python");
       if (!python.is_boolean())
