@@ -214,6 +214,8 @@ class StoreKv::Core : public std::enable_shared_from_this<StoreKv::Core> {
   void run(const OpPtr& op);
   void send(const OpPtr& op, std::string request, ReplyShape shape,
             std::function<void(Reply&)> on_reply, std::size_t count = 0);
+  // A write without reply (SET, MULTI_SET, APPEND): the op is done once it is confirmed.
+  void send_write(const OpPtr& op, std::string request);
 
   // Each op on the main connection.
   void read_value(const OpPtr& op, const std::string& key,
@@ -456,8 +458,7 @@ void StoreKv::Core::run(const OpPtr& op) {
   } else if (std::holds_alternative<KvMultiGet>(op->op)) {
     run_multi_get(op);
   } else if (const auto* set = std::get_if<KvSet>(&op->op)) {
-    send(op, request.set(on_wire(set->key), set->value), ReplyShape::none,
-         [this, op](Reply&) { finish(op, KvDone{}); });
+    send_write(op, request.set(on_wire(set->key), set->value));
   } else if (const auto* multi_set = std::get_if<KvMultiSet>(&op->op)) {
     run_multi_set(op, *multi_set);
   } else if (const auto* add = std::get_if<KvAdd>(&op->op)) {
@@ -565,11 +566,14 @@ void StoreKv::Core::fetch_present_values(const OpPtr& op) {
   }
 }
 
+void StoreKv::Core::send_write(const OpPtr& op, std::string request) {
+  send(op, std::move(request), ReplyShape::none, [this, op](Reply&) { finish(op, KvDone{}); });
+}
+
 void StoreKv::Core::run_multi_set(const OpPtr& op, const KvMultiSet& set) {
   const StoreKvRequests request = requests();
   if (request.has_batch_commands()) {
-    send(op, request.multi_set(on_wire(set.keys), set.values), ReplyShape::none,
-         [this, op](Reply&) { finish(op, KvDone{}); });
+    send_write(op, request.multi_set(on_wire(set.keys), set.values));
     return;
   }
   op->remaining = set.keys.size();
@@ -608,8 +612,7 @@ void StoreKv::Core::run_compare_set(const OpPtr& op, const KvCompareSet& swap) {
 void StoreKv::Core::run_append(const OpPtr& op, const KvAppend& append) {
   const StoreKvRequests request = requests();
   if (request.has_batch_commands()) {
-    send(op, request.append(on_wire(append.key), append.value), ReplyShape::none,
-         [this, op](Reply&) { finish(op, KvDone{}); });
+    send_write(op, request.append(on_wire(append.key), append.value));
     return;
   }
   read_value(op, on_wire(append.key), [this, op](std::optional<std::string> current) {

@@ -294,40 +294,35 @@ StoreKvConnection::Parse StoreKvConnection::parse(Entry& entry, Reply& reply,
       reply.ready = bytes[0] == store::kCheckReady;
       consumed_ += 1;
       return Parse::complete;
-    case ReplyShape::wait:
+    case ReplyShape::wait: {
       if (size < 1) {
         return Parse::need_more;
       }
-      if (!entry.cancelled_wait) {
-        if (bytes[0] != store::kStopWaiting) {
-          violation = "a status byte of " + std::to_string(bytes[0]) + " (not STOP_WAITING)";
-          return Parse::violation;
-        }
-        reply.ready = true;
-        consumed_ += 1;
-        return Parse::complete;
-      }
       // After CANCEL_WAIT: WAIT_CANCELED alone, or STOP_WAITING (the wait finished first)
       // followed by WAIT_CANCELED.
-      if (bytes[0] == store::kWaitCanceled) {
+      const bool cancelled = entry.cancelled_wait;
+      if (cancelled && bytes[0] == store::kWaitCanceled) {
         reply.ready = false;
         consumed_ += 1;
         return Parse::complete;
       }
       if (bytes[0] != store::kStopWaiting) {
-        violation = "a status byte of " + std::to_string(bytes[0]) + " after CANCEL_WAIT";
+        violation = "a status byte of " + std::to_string(bytes[0]) +
+                    (cancelled ? " after CANCEL_WAIT" : " (not STOP_WAITING)");
         return Parse::violation;
       }
-      if (size < 2) {
+      const std::size_t reply_bytes = cancelled ? 2 : 1;
+      if (size < reply_bytes) {
         return Parse::need_more;
       }
-      if (bytes[1] != store::kWaitCanceled) {
+      if (cancelled && bytes[1] != store::kWaitCanceled) {
         violation = "a status byte of " + std::to_string(bytes[1]) + " (not WAIT_CANCELED)";
         return Parse::violation;
       }
       reply.ready = true;
-      consumed_ += 2;
+      consumed_ += reply_bytes;
       return Parse::complete;
+    }
     case ReplyShape::integer:
       if (size < kIntegerBytes) {
         return Parse::need_more;
