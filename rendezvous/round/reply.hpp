@@ -33,6 +33,14 @@ inline int64_t counter_of(const KvResult& result) {
 inline bool ready_of(const KvResult& result) {
   return answer_as<KvReady>(result, "a wait").ready;
 }
+// A wait this node cannot go on without: when it ran out, the rendezvous fails saying what
+// was missed.
+inline void require_ready(const KvResult& result, const std::string& where,
+                          const std::string& missed) {
+  if (!ready_of(result)) {
+    throw RendezvousError(where + ": " + missed);
+  }
+}
 inline const std::vector<std::optional<std::string>>& values_of(const KvResult& result) {
   return answer_as<KvValues>(result, "a multi-get").values;
 }

@@ -240,11 +240,9 @@ void RoundMachine::on_ending_reply(const Pending& pending, const KvResult& resul
       return;
     }
     case Step::kFailedWait:
-      if (!ready_of(result)) {
-        throw RendezvousError(config_.where +
-                              ": another node claimed this round's failure but published no "
-                              "decision within close_timeout");
-      }
+      require_ready(result, config_.where,
+                    "another node claimed this round's failure but published no decision "
+                    "within close_timeout");
       issue(Step::kFailedRead, KvGet{keys_.failed(current_->round)}, Group::kReport);
       return;
     case Step::kFailedRead: {

@@ -398,11 +398,10 @@ void RoundMachine::on_reply(const Pending& pending, const KvResult& result, doub
       join_timed_out(static_cast<int>(counter_of(result)));
       return;
     case Step::kReformWait:
-      if (!ready_of(result)) {
-        throw RendezvousError(
-            config_.where + ": timed out after " + seconds_text(config_.settings.join_timeout_s) +
-            " s (join_timeout) waiting as a spare for round " + std::to_string(r) + " to end");
-      }
+      require_ready(result, config_.where,
+                    "timed out after " + seconds_text(config_.settings.join_timeout_s) +
+                        " s (join_timeout) waiting as a spare for round " + std::to_string(r) +
+                        " to end");
       issue(Step::kRoundAdvanceLate,
             KvCompareSet{keys_.round(), std::to_string(r), std::to_string(r + 1)});
       return;
@@ -481,23 +480,20 @@ void RoundMachine::on_reply(const Pending& pending, const KvResult& result, doub
       }
       return;
     case Step::kAssignWait:
-      if (!ready_of(result)) {
-        throw RendezvousError(
-            config_.where + ": no rank assignment for round " + std::to_string(r) + " within " +
-            (elastic() ? seconds_text(config_.settings.close_timeout_s) + " s (close_timeout)"
-                       : seconds_text(config_.settings.join_timeout_s) + " s (join_timeout)"));
-      }
+      require_ready(
+          result, config_.where,
+          "no rank assignment for round " + std::to_string(r) + " within " +
+              (elastic() ? seconds_text(config_.settings.close_timeout_s) + " s (close_timeout)"
+                         : seconds_text(config_.settings.join_timeout_s) + " s (join_timeout)"));
       issue(Step::kAssignRead, KvGet{keys_.assignment(r, join_.slot)});
       return;
     case Step::kAssignRead:
       assignment_read(value_of(result).value_or(""), now);
       return;
     case Step::kMasterWait:
-      if (!ready_of(result)) {
-        throw RendezvousError(config_.where +
-                              ": the round's rank 0 did not publish the workers' "
-                              "store within close_timeout");
-      }
+      require_ready(result, config_.where,
+                    "the round's rank 0 did not publish the workers' store within "
+                    "close_timeout");
       issue(Step::kMasterRead, KvGet{keys_.master(current_->round)});
       return;
     case Step::kMasterRead: {
