@@ -16,11 +16,25 @@
 #include <vector>
 
 #include "agent/owned_fd.hpp"
-#include "bench/store/g2_requests.hpp"
+#include "rendezvous/backends/store_kv_requests.hpp"
+#include "rendezvous/store/wire_codec.hpp"
 
 namespace ddprun::bench::store {
 
+namespace wire = rendezvous::wire;
 using agent::OwnedFd;
+
+// The G2 requests the generator sends, encoded as ddprun's own store client encodes them.
+inline const rendezvous::backends::StoreKvRequests kG2Requests(
+    rendezvous::store::WireGeneration::g2);
+
+// What a reply looks like on the wire, as the client must know it (replies carry no opcode).
+enum class ReplyKind : std::uint8_t {
+  echo,         // PING: the u32 nonce back
+  value,        // GET: u64 length, then the bytes
+  counter,      // ADD: the new value as i64
+  wait_status,  // WAIT: one byte, STOP_WAITING
+};
 
 // One complete reply, as parsed.
 struct Reply {
@@ -43,7 +57,7 @@ class LoadConnection {
   // entries behind to exhaust loopback ports in the next run.
   void reset();
 
-  // The buffer requests are appended to (by the g2_requests.hpp encoders); flush() sends it.
+  // The buffer requests are appended to (kG2Requests encodes them); flush() sends it.
   std::string& output() { return output_; }
   // Records that a reply of `kind` is due for a request queued at `now_ns` (steady clock).
   void expect(ReplyKind kind, std::int64_t now_ns) { pending_.push_back({kind, 0, now_ns}); }

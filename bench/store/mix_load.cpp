@@ -44,7 +44,8 @@ class MixWorker {
       : options_(options),
         epoll_(::epoll_create1(EPOLL_CLOEXEC)),
         scratch_(kScratchBytes),
-        value_(kValueBytes, 'v') {
+        value_(kValueBytes, 'v'),
+        add_counter_(kG2Requests.add(kCounterKey, 1)) {
     if (!epoll_) {
       throw std::runtime_error(std::string("epoll_create1: ") + std::strerror(errno));
     }
@@ -64,7 +65,7 @@ class MixWorker {
       }
       auto& slot = slots_[i];
       slot.connection = LoadConnection(std::move(socket));
-      append_handshake(slot.connection.output(), static_cast<std::uint32_t>(i));
+      slot.connection.output() += kG2Requests.validate_and_ping(static_cast<std::uint32_t>(i));
       slot.connection.expect(ReplyKind::echo, steady_ns());
       watch(i, EPOLLIN | EPOLLOUT, EPOLL_CTL_ADD);
       slot.write_armed = true;
@@ -178,11 +179,11 @@ class MixWorker {
           std::to_chars(digits.begin(), digits.end(), (slot.next / 2) % kKeysPerConnection).ptr;
       key_ = slot.key_prefix;
       key_.append(digits.begin(), end);
-      append_set(out, key_, value_);
-      append_get(out, key_);
+      out += kG2Requests.set(key_, value_);
+      out += kG2Requests.get(key_);
       slot.connection.expect(ReplyKind::value, now);
     } else {
-      append_add(out, kCounterKey, 1);
+      out += add_counter_;
       slot.connection.expect(ReplyKind::counter, now);
     }
     ++slot.next;
@@ -206,6 +207,7 @@ class MixWorker {
   std::array<epoll_event, kMaxEventsPerWait> events_{};
   std::vector<MixSlot> slots_;
   const std::string value_;
+  const std::string add_counter_;
   std::string key_;  // reused by issue()
   std::int64_t start_ns_ = 0;
   std::int64_t end_ns_ = 0;

@@ -39,8 +39,9 @@ class Storm {
         epoll_(::epoll_create1(EPOLL_CLOEXEC)),
         slots_(static_cast<std::size_t>(options.connections)),
         scratch_(kScratchBytes),
-        count_key_(options.key_prefix + "count"),
-        go_key_(options.key_prefix + "go") {}
+        add_count_(kG2Requests.add(options.key_prefix + "count", 1)),
+        set_go_(kG2Requests.set(options.key_prefix + "go", "1")),
+        wait_go_(kG2Requests.wait({options.key_prefix + "go"})) {}
 
   StormResult run() {
     if (!epoll_) {
@@ -96,7 +97,7 @@ class Storm {
     }
     slot.connection = LoadConnection(std::move(socket));
     slot.stage = Stage::connecting;
-    append_handshake(slot.connection.output(), static_cast<std::uint32_t>(index));
+    slot.connection.output() += kG2Requests.validate_and_ping(static_cast<std::uint32_t>(index));
     slot.connection.expect(ReplyKind::echo, steady_ns());
     epoll_event event{};
     event.events = EPOLLIN | EPOLLOUT;
@@ -169,15 +170,15 @@ class Storm {
       case ReplyKind::echo:
         ++connected_;
         result_.connected_seconds = std::max(result_.connected_seconds, since_start);
-        append_add(slot.connection.output(), count_key_, 1);
+        slot.connection.output() += add_count_;
         slot.connection.expect(ReplyKind::counter, now);
         slot.stage = Stage::adding;
         break;
       case ReplyKind::counter:
         if (reply.number == static_cast<std::int64_t>(slots_.size())) {
-          append_set(slot.connection.output(), go_key_, "1");
+          slot.connection.output() += set_go_;
         }
-        append_wait(slot.connection.output(), go_key_);
+        slot.connection.output() += wait_go_;
         slot.connection.expect(ReplyKind::wait_status, now);
         slot.stage = Stage::waiting;
         break;
@@ -197,8 +198,10 @@ class Storm {
   std::vector<std::uint8_t> scratch_;
   std::array<epoll_event, kMaxEventsPerWait> events_{};
   std::deque<std::pair<std::int64_t, std::size_t>> retries_;  // (due, slot), due ascending
-  const std::string count_key_;
-  const std::string go_key_;
+  // The requests every connection sends, encoded once.
+  const std::string add_count_;
+  const std::string set_go_;
+  const std::string wait_go_;
   std::int64_t started_ns_ = 0;
   std::size_t connected_ = 0;
   std::size_t woken_ = 0;
