@@ -99,6 +99,23 @@ Result run_ddprun(const std::vector<std::string>& args, Env env = {}) {
   return run(kDdprun, args, std::move(env));
 }
 
+struct PrintedConfig {
+  nlohmann::json config;
+  std::string err;
+};
+
+// `ddprun --print-config ARGS`, which must exit 0 with the configuration as JSON on stdout.
+PrintedConfig print_config(const std::vector<std::string>& args, Env env = {}) {
+  std::vector<std::string> command_line{"--print-config"};
+  for (const auto& arg : args) {
+    command_line.push_back(arg);
+  }
+  const Result r = run_ddprun(command_line, std::move(env));
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  return {nlohmann::json::parse(r.out), r.err};
+}
+
 std::size_t line_count(const std::string& text) {
   return static_cast<std::size_t>(std::count(text.begin(), text.end(), '\n'));
 }
@@ -279,16 +296,15 @@ TEST_CASE("--numa-binding that cannot apply is refused before anything starts") 
 }
 
 TEST_CASE("--print-config shows torchrun's agent variables as ddprun read them") {
-  const Result r = run_ddprun({"--print-config", "--virtual-local-rank", "--nproc-per-node", "2",
-                               "--tee", "1", "--duplicate-stdout-filters", "loss,,acc,lr", "s.py"},
-                              {{"TORCHELASTIC_ENABLE_FILE_TIMER", "1"},
-                               {"TORCHELASTIC_TIMER_FILE", "/run/ddprun-timer"},
-                               {"USE_LIBUV", "0"},
-                               {"TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "12"},
-                               {"CUDA_VISIBLE_DEVICES", "4,6"},
-                               {"OMP_NUM_THREADS", "1"}});
-  REQUIRE(r.status == 0);
-  const auto config = nlohmann::json::parse(r.out);
+  const auto config = print_config({"--virtual-local-rank", "--nproc-per-node", "2", "--tee", "1",
+                                    "--duplicate-stdout-filters", "loss,,acc,lr", "s.py"},
+                                   {{"TORCHELASTIC_ENABLE_FILE_TIMER", "1"},
+                                    {"TORCHELASTIC_TIMER_FILE", "/run/ddprun-timer"},
+                                    {"USE_LIBUV", "0"},
+                                    {"TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "12"},
+                                    {"CUDA_VISIBLE_DEVICES", "4,6"},
+                                    {"OMP_NUM_THREADS", "1"}})
+                          .config;
   CHECK(config["file_timer_enabled"] == true);
   CHECK(config["timer_file"] == "/run/ddprun-timer");
   CHECK(config["use_libuv"] == false);
@@ -312,12 +328,10 @@ TEST_CASE("--version") {
 }
 
 TEST_CASE("--print-config prints the resolved configuration as JSON and starts nothing") {
-  const Result r =
-      run_ddprun({"--print-config", "--nnodes=1:3", "--nproc-per-node", "2", "--rdzv-backend",
-                  "c10d", "--rdzv-endpoint", "[::1]:4000", "train", "--max-iters", "5"},
-                 {{"PET_MAX_RESTARTS", "2"}});
-  REQUIRE(r.status == 0);
-  const auto config = nlohmann::json::parse(r.out);
+  const auto [config, err] =
+      print_config({"--nnodes=1:3", "--nproc-per-node", "2", "--rdzv-backend", "c10d",
+                    "--rdzv-endpoint", "[::1]:4000", "train", "--max-iters", "5"},
+                   {{"PET_MAX_RESTARTS", "2"}});
   CHECK(config["min_nodes"] == 1);
   CHECK(config["max_nodes"] == 3);
   CHECK(config["nproc_per_node"] == 2);
@@ -332,23 +346,20 @@ TEST_CASE("--print-config prints the resolved configuration as JSON and starts n
   CHECK(config["value_sources"]["nnodes"] == "cli");
   CHECK(config["value_sources"]["role"] == "default");
   // torchrun's OMP_NUM_THREADS banner goes to stderr, the JSON alone to stdout.
-  CHECK_THAT(r.err, Catch::Contains("Setting OMP_NUM_THREADS environment variable for each "
-                                    "process to be 1 in default"));
+  CHECK_THAT(err, Catch::Contains("Setting OMP_NUM_THREADS environment variable for each "
+                                  "process to be 1 in default"));
 
-  const Result script = run_ddprun({"--print-config", "s.py", "a"}, {{"PYTHON_EXEC", "/opt/py"}});
-  REQUIRE(script.status == 0);
-  CHECK(nlohmann::json::parse(script.out)["worker_argv"] ==
+  CHECK(print_config({"s.py", "a"}, {{"PYTHON_EXEC", "/opt/py"}}).config["worker_argv"] ==
         nlohmann::json{"/opt/py", "-u", "s.py", "a"});
 }
 
 TEST_CASE("--print-config under Slurm shows which values came from Slurm") {
-  const Result r = run_ddprun({"--print-config", "train"}, {{"SLURM_JOB_ID", "77"},
-                                                            {"SLURM_STEP_ID", "0"},
-                                                            {"SLURM_STEP_NODELIST", "n[1-2]"},
-                                                            {"SLURM_NODEID", "0"},
-                                                            {"SLURMD_NODENAME", "n1"}});
-  REQUIRE(r.status == 0);
-  const auto config = nlohmann::json::parse(r.out);
+  const auto config = print_config({"train"}, {{"SLURM_JOB_ID", "77"},
+                                               {"SLURM_STEP_ID", "0"},
+                                               {"SLURM_STEP_NODELIST", "n[1-2]"},
+                                               {"SLURM_NODEID", "0"},
+                                               {"SLURMD_NODENAME", "n1"}})
+                          .config;
   CHECK(config["rdzv_endpoint"] == "n1:29400");
   CHECK(config["value_sources"]["rdzv_endpoint"] == "slurm:SLURM_STEP_NODELIST");
   CHECK(config["value_sources"]["local_addr"] == "slurm:SLURMD_NODENAME");

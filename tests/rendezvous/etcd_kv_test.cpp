@@ -72,6 +72,9 @@ class Ops {
     return id;
   }
   bool done(uint64_t id) const { return results_.count(id) != 0; }
+  bool all_done(const std::vector<uint64_t>& ids) const {
+    return std::all_of(ids.begin(), ids.end(), [&](uint64_t id) { return done(id); });
+  }
   bool wait(uint64_t id, std::chrono::milliseconds timeout = 30s) {
     return loop_.run_until([&] { return done(id); }, timeout);
   }
@@ -110,6 +113,20 @@ std::optional<std::string> value_of(const round::KvResult& result) {
   return expect<round::KvValue>(result).value;
 }
 
+// Checks that the counters the ops answered are 1..n, each once (as when n concurrent adds or
+// ticket draws each saw their own value); returns them.
+std::set<int64_t> check_each_of_one_to(const Ops& ops, const std::vector<uint64_t>& ids,
+                                       int64_t n) {
+  std::set<int64_t> counters;
+  for (auto id : ids) {
+    counters.insert(expect<round::KvCounter>(ops.result(id)).value);
+  }
+  CHECK(static_cast<int64_t>(counters.size()) == n);
+  CHECK(*counters.begin() == 1);
+  CHECK(*counters.rbegin() == n);
+  return counters;
+}
+
 std::string unique_prefix(const std::string& name) {
   static std::mt19937_64 random(std::random_device{}());
   return "/ddprun/test-" + name + std::string("-") + std::to_string(random() % 1000000000) + "/";
@@ -131,6 +148,19 @@ EtcdCluster& single_member() {
   static EtcdCluster cluster(1);
   return cluster;
 }
+
+// Two backends on the one-member cluster sharing a fresh key prefix, as two agents would.
+struct TwoBackends {
+  explicit TwoBackends(const std::string& name)
+      : prefix(unique_prefix(name)),
+        first(loop.io, options_for(single_member().endpoints(), prefix)),
+        second(loop.io, options_for(single_member().endpoints(), prefix)) {}
+  Loop loop;
+  Ops ops{loop};
+  std::string prefix;
+  EtcdKv first;
+  EtcdKv second;
+};
 
 std::string free_loopback_endpoint() {
   boost::asio::io_context io;
@@ -263,12 +293,8 @@ TEST_CASE("EtcdKv carries out every op with the store semantics", "[etcd]") {
 }
 
 TEST_CASE("EtcdKv compare-and-swap races between two backends add up", "[etcd]") {
-  auto& cluster = single_member();
-  Loop loop;
-  Ops ops(loop);
-  const std::string prefix = unique_prefix("race");
-  EtcdKv first(loop.io, options_for(cluster.endpoints(), prefix));
-  EtcdKv second(loop.io, options_for(cluster.endpoints(), prefix));
+  TwoBackends two("race");
+  auto& [loop, ops, prefix, first, second] = two;
   constexpr int kAddsPerBackend = 15;
   std::vector<uint64_t> adds;
   std::vector<uint64_t> others;
@@ -282,27 +308,12 @@ TEST_CASE("EtcdKv compare-and-swap races between two backends add up", "[etcd]")
       ops.start(second, round::KvCompareSet{"leader", std::nullopt, "second"});
   REQUIRE(loop.run_until(
       [&] {
-        for (auto id : adds) {
-          if (!ops.done(id)) {
-            return false;
-          }
-        }
-        for (auto id : others) {
-          if (!ops.done(id)) {
-            return false;
-          }
-        }
-        return ops.done(claim_first) && ops.done(claim_second);
+        return ops.all_done(adds) && ops.all_done(others) && ops.done(claim_first) &&
+               ops.done(claim_second);
       },
       60s));
   // Every add saw its own value: the answers are 1..N, each once.
-  std::set<int64_t> answers;
-  for (auto id : adds) {
-    answers.insert(expect<round::KvCounter>(ops.result(id)).value);
-  }
-  CHECK(answers.size() == 2 * kAddsPerBackend);
-  CHECK(*answers.begin() == 1);
-  CHECK(*answers.rbegin() == 2 * kAddsPerBackend);
+  check_each_of_one_to(ops, adds, 2 * kAddsPerBackend);
   CHECK(value_of(ops.call(first, round::KvGet{"counter"})) == std::to_string(2 * kAddsPerBackend));
   CHECK(value_of(ops.call(second, round::KvGet{"log"})) == std::string(kAddsPerBackend, 'x'));
   // Exactly one claim won, and both saw the winner.
@@ -313,12 +324,8 @@ TEST_CASE("EtcdKv compare-and-swap races between two backends add up", "[etcd]")
 }
 
 TEST_CASE("EtcdKv tickets drawn at once by two backends get positions 1..N, each once", "[etcd]") {
-  auto& cluster = single_member();
-  Loop loop;
-  Ops ops(loop);
-  const std::string prefix = unique_prefix("tickets");
-  EtcdKv first(loop.io, options_for(cluster.endpoints(), prefix));
-  EtcdKv second(loop.io, options_for(cluster.endpoints(), prefix));
+  TwoBackends two("tickets");
+  auto& [loop, ops, prefix, first, second] = two;
   constexpr int kMembersPerBackend = 10;
   // (Built with append: GCC 12 at -O3 warns falsely about "a" + std::to_string(i).)
   const auto member = [](const char* side, int i) {
@@ -331,20 +338,10 @@ TEST_CASE("EtcdKv tickets drawn at once by two backends get positions 1..N, each
     draws.push_back(ops.start(first, round::KvTakeTicket{"joined", member("a", i)}));
     draws.push_back(ops.start(second, round::KvTakeTicket{"joined", member("b", i)}));
   }
-  REQUIRE(loop.run_until(
-      [&] {
-        return std::all_of(draws.begin(), draws.end(), [&](uint64_t id) { return ops.done(id); });
-      },
-      60s));
+  REQUIRE(loop.run_until([&] { return ops.all_done(draws); }, 60s));
   // Positions are arrival order: a permutation of 1..N (etcd's count_only ignores
   // max_create_revision, so counting that way gave every draw the total).
-  std::set<int64_t> positions;
-  for (auto id : draws) {
-    positions.insert(expect<round::KvCounter>(ops.result(id)).value);
-  }
-  CHECK(positions.size() == 2 * kMembersPerBackend);
-  CHECK(*positions.begin() == 1);
-  CHECK(*positions.rbegin() == 2 * kMembersPerBackend);
+  const auto positions = check_each_of_one_to(ops, draws, 2 * kMembersPerBackend);
   // A member drawing again keeps its position; the count is every member once.
   const auto again = expect<round::KvCounter>(ops.call(first, round::KvTakeTicket{"joined", "a0"}));
   CHECK(positions.count(again.value) == 1);
@@ -353,12 +350,8 @@ TEST_CASE("EtcdKv tickets drawn at once by two backends get positions 1..N, each
 }
 
 TEST_CASE("EtcdKv waits complete on a set by another backend, time out, and cancel", "[etcd]") {
-  auto& cluster = single_member();
-  Loop loop;
-  Ops ops(loop);
-  const std::string prefix = unique_prefix("wait");
-  EtcdKv waiter(loop.io, options_for(cluster.endpoints(), prefix));
-  EtcdKv setter(loop.io, options_for(cluster.endpoints(), prefix));
+  TwoBackends two("wait");
+  auto& [loop, ops, prefix, waiter, setter] = two;
 
   const auto wait = ops.start(waiter, round::KvWait{{"k1", "k2"}, 60s});
   expect<round::KvDone>(ops.call(setter, round::KvSet{"k1", "v"}));
@@ -489,14 +482,7 @@ class LossyProxy {
               return;
             }
           }
-          boost::asio::async_write(link->server, boost::asio::buffer(link->up.data(), n),
-                                   [this, link](boost::system::error_code error, std::size_t) {
-                                     if (error) {
-                                       link->close();
-                                       return;
-                                     }
-                                     pump_up(link);
-                                   });
+          forward(link, link->server, link->up.data(), n, &LossyProxy::pump_up);
         });
   }
 
@@ -507,15 +493,22 @@ class LossyProxy {
             link->close();  // a doomed link's reply is dropped: the write happened unheard
             return;
           }
-          boost::asio::async_write(link->client, boost::asio::buffer(link->down.data(), n),
-                                   [this, link](boost::system::error_code error, std::size_t) {
-                                     if (error) {
-                                       link->close();
-                                       return;
-                                     }
-                                     pump_down(link);
-                                   });
+          forward(link, link->client, link->down.data(), n, &LossyProxy::pump_down);
         });
+  }
+
+  // Writes what one side sent to the other, then reads on (next) or closes the link.
+  void forward(const std::shared_ptr<Link>& link, boost::asio::ip::tcp::socket& to,
+               const char* data, std::size_t n,
+               void (LossyProxy::*next)(const std::shared_ptr<Link>&)) {
+    boost::asio::async_write(to, boost::asio::buffer(data, n),
+                             [this, link, next](boost::system::error_code error, std::size_t) {
+                               if (error) {
+                                 link->close();
+                                 return;
+                               }
+                               (this->*next)(link);
+                             });
   }
 
   boost::asio::io_context& io_;
@@ -959,12 +952,9 @@ TEST_CASE("EtcdKv speaks https with a CA, a client certificate and a key", "[etc
 // Numbers for the report, not a test: ctest does not run it (hidden tag). Run with
 //   build/tests/rendezvous_etcd_kv_test "[.bench]"
 TEST_CASE("EtcdKv throughput and watch wake-up latency on one member", "[.bench]") {
+  TwoBackends two("bench");
+  auto& [loop, ops, prefix, kv, other] = two;
   auto& cluster = single_member();
-  Loop loop;
-  Ops ops(loop);
-  const std::string prefix = unique_prefix("bench");
-  EtcdKv kv(loop.io, options_for(cluster.endpoints(), prefix));
-  EtcdKv other(loop.io, options_for(cluster.endpoints(), prefix));
   auto measure = [&](const std::string& name, int count, int in_flight, auto make_op) {
     const auto start = Clock::now();
     int issued = 0;
@@ -1012,21 +1002,13 @@ TEST_CASE("EtcdKv throughput and watch wake-up latency on one member", "[.bench]
     for (auto& backend : backends) {
       ids.push_back(ops.start(*backend, round::KvBeat{"beat"}));  // leases granted before
     }
-    REQUIRE(loop.run_until(
-        [&] {
-          return std::all_of(ids.begin(), ids.end(), [&](uint64_t id) { return ops.done(id); });
-        },
-        120s));
+    REQUIRE(loop.run_until([&] { return ops.all_done(ids); }, 120s));
     ids.clear();
     const auto start = Clock::now();
     for (auto& backend : backends) {
       ids.push_back(ops.start(*backend, round::KvAdd{"joined", 1}));
     }
-    REQUIRE(loop.run_until(
-        [&] {
-          return std::all_of(ids.begin(), ids.end(), [&](uint64_t id) { return ops.done(id); });
-        },
-        120s));
+    REQUIRE(loop.run_until([&] { return ops.all_done(ids); }, 120s));
     for (auto id : ids) {
       REQUIRE_FALSE(std::holds_alternative<round::KvError>(ops.result(id)));
     }

@@ -15,13 +15,8 @@
 using namespace std::chrono_literals;
 using namespace ddprun::slurm_test;
 
-namespace {
-
-constexpr int kEpochs = 3;
-
-}  // namespace
-
 TEST_CASE("a hung trainer under srun ddprun --watchdog-timeout restarts inside the allocation") {
+  constexpr int kEpochs = 3;
   SlurmCluster cluster;
   const auto training = start_two_node_training(
       cluster, {"--watchdog-timeout", "3", "--max_restarts", "1"}, kEpochs, 60);

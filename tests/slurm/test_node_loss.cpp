@@ -13,13 +13,8 @@
 using namespace std::chrono_literals;
 using namespace ddprun::slurm_test;
 
-namespace {
-
-constexpr int kEpochs = 5;
-
-}  // namespace
-
 TEST_CASE("losing a node of a --nnodes 1:2 job: the other trains on from the last snapshot") {
+  constexpr int kEpochs = 5;
   SlurmCluster cluster;
   const auto training = start_two_node_training(
       cluster,
