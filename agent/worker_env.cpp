@@ -64,11 +64,11 @@ EnvMap build_worker_env(const launcher::LaunchConfig& config, const RoundInfo& r
   // Every worker is a client of the round's store; its keys are fresh for each round.
   env["TORCHELASTIC_USE_AGENT_STORE"] = "True";
   env["TORCHELASTIC_ERROR_FILE"] = inputs.error_file;
-  // PyTorch >= 2.2 reads the TORCH_ name, older releases (and torchrun 1.13) the plain one.
-  const std::string async_handling = inherited_or(
+  // torchrun 2.x sets only the TORCH_ name: PyTorch >= 2.2 warns on every rank when the
+  // pre-2.2 NCCL_ASYNC_ERROR_HANDLING is set, so that one is only passed on when inherited (and
+  // then also decides the TORCH_ one's default, so a job's explicit choice holds).
+  env["TORCH_NCCL_ASYNC_ERROR_HANDLING"] = inherited_or(
       env, "TORCH_NCCL_ASYNC_ERROR_HANDLING", inherited_or(env, "NCCL_ASYNC_ERROR_HANDLING", "1"));
-  env["TORCH_NCCL_ASYNC_ERROR_HANDLING"] = async_handling;
-  env["NCCL_ASYNC_ERROR_HANDLING"] = inherited_or(env, "NCCL_ASYNC_ERROR_HANDLING", async_handling);
   // torchrun's config_from_args: unset and more than one worker per node -> 1 thread each.
   // (try_emplace: only when absent; it also sidesteps a GCC 12 -Wrestrict false positive.)
   if (config.nproc_per_node > 1)

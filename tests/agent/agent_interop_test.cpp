@@ -67,6 +67,9 @@ void compare(const std::map<int, Env>& reference, const std::map<int, Env>& ours
         CHECK(our_env.at(name) == value);
     }
     CHECK(our_env.at("TORCH_NCCL_ASYNC_ERROR_HANDLING") == "1");
+    // torchrun 2.x leaves the pre-2.2 name alone (PyTorch >= 2.2 warns where it is set).
+    CHECK(our_env.contains("NCCL_ASYNC_ERROR_HANDLING") ==
+          ref_env.contains("NCCL_ASYNC_ERROR_HANDLING"));
     CHECK(our_env.at("TORCHELASTIC_USE_AGENT_STORE") == "True");
   }
 }

@@ -63,7 +63,7 @@ TEST_CASE("worker environment carries torchrun's variables") {
   CHECK(env.at("TORCHELASTIC_USE_AGENT_STORE") == "True");
   CHECK(env.at("TORCHELASTIC_ERROR_FILE") == "/logs/1/error.json");
   CHECK(env.at("TORCH_NCCL_ASYNC_ERROR_HANDLING") == "1");
-  CHECK(env.at("NCCL_ASYNC_ERROR_HANDLING") == "1");
+  CHECK_FALSE(env.contains("NCCL_ASYNC_ERROR_HANDLING"));  // PyTorch >= 2.2 would warn
   CHECK(env.at("OMP_NUM_THREADS") == "1");
 }
 
@@ -81,6 +81,14 @@ TEST_CASE("worker environment keeps inherited tuning and applies launcher overri
   CHECK(env.at("RANK") == "4");
   CHECK(env.at("EXTRA") == "x");
   CHECK(env.at("TORCHELASTIC_ERROR_FILE").empty());
+}
+
+TEST_CASE("worker environment passes an inherited pre-2.2 NCCL_ASYNC_ERROR_HANDLING on") {
+  LaunchConfig config;
+  WorkerEnvInputs inputs{{{"NCCL_ASYNC_ERROR_HANDLING", "0"}}, 0, ""};
+  const EnvMap env = build_worker_env(config, two_node_round(), inputs);
+  CHECK(env.at("NCCL_ASYNC_ERROR_HANDLING") == "0");
+  CHECK(env.at("TORCH_NCCL_ASYNC_ERROR_HANDLING") == "0");  // the job's choice, not torchrun's 1
 }
 
 TEST_CASE("--virtual-local-rank gives each worker its own GPU, as torchrun 2.13 does") {
