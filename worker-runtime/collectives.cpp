@@ -82,6 +82,15 @@ c10::intrusive_ptr<c10d::Backend> make_nccl(const c10::intrusive_ptr<c10d::Store
 }
 #endif
 
+// c10d::Backend::shutdown() is missing from the earliest LibTorch 2.x releases: there the
+// process group is left to its destructor, as before.
+template <typename Group>
+void shut_down_backend(Group& backend) {
+  if constexpr (requires { backend.shutdown(); }) {
+    backend.shutdown();
+  }
+}
+
 }  // namespace
 
 Collectives::Collectives(const RunEnvironment& env) : rank_(env.rank), world_size_(env.world_size) {
@@ -166,6 +175,12 @@ void Collectives::barrier() {
   }
   auto token = torch::zeros({1}, torch::TensorOptions().device(device_));
   allreduce_sum(token);
+}
+
+void Collectives::shut_down() {
+  if (backend_) {
+    shut_down_backend(*backend_);
+  }
 }
 
 }  // namespace ddprun::train

@@ -47,6 +47,11 @@ class Collectives {
   // Overwrites every tensor with rank 0's values (coalesced into one flat transfer).
   void broadcast_from_rank0(const std::vector<torch::Tensor>& tensors);
   void barrier();
+  // Ends the process group once every rank agreed training is over (done, nothing to do, or
+  // preempted), as PyTorch's destroy_process_group() does:
+  // NCCL then releases its communicators instead of warning at exit that nobody did. No
+  // collective may follow.
+  void shut_down();
 
  private:
   int64_t rank_ = 0;

@@ -255,6 +255,7 @@ TrainOutcome run_training(const TrainerInputs& inputs, std::ostream& out) {
     say("nothing to do: " + snapshot_path + " already finished epoch " +
         std::to_string(position.finished_epoch) + " of " + std::to_string(trainer.max_epochs) +
         " (raise trainer_config.max_epochs to train further, or delete the snapshot)");
+    collectives.shut_down();
     return TrainOutcome::kCompleted;
   }
 
@@ -354,6 +355,7 @@ TrainOutcome run_training(const TrainerInputs& inputs, std::ostream& out) {
         say("preempted: stopping after epoch " + std::to_string(epoch) + " step " +
             std::to_string(step + 1));
         save(at);
+        collectives.shut_down();
         return TrainOutcome::kStopped;
       }
     }
@@ -404,6 +406,7 @@ TrainOutcome run_training(const TrainerInputs& inputs, std::ostream& out) {
   }
   say("done: " + std::to_string(trainer.max_epochs) + " epochs in " +
       format_duration(seconds_since(run_start)));
+  collectives.shut_down();
   return TrainOutcome::kCompleted;
 }
 
