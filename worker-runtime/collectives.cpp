@@ -13,6 +13,10 @@
 
 #include <chrono>
 #include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "device_agreement.hpp"
 
 namespace ddprun::train {
 namespace {
@@ -65,11 +69,32 @@ c10::intrusive_ptr<c10d::Backend> make_gloo(const c10::intrusive_ptr<c10d::Store
                                                      static_cast<int>(env.world_size), options);
 }
 
+// The CUDA devices this rank could use: none without a CUDA LibTorch built with NCCL.
+int64_t visible_gpus() {
 #ifdef USE_C10D_NCCL
-// This rank's GPU, cuda:LOCAL_RANK, when CUDA works and that device exists.
-bool own_gpu_available(const RunEnvironment& env) {
-  return torch::cuda::is_available() && env.local_rank < torch::cuda::device_count();
+  if (torch::cuda::is_available()) {
+    return static_cast<int64_t>(torch::cuda::device_count());
+  }
+#endif
+  return 0;
 }
+
+// Counts the ranks that have a GPU through the store (each adds its 0 or 1 before it counts
+// itself in, and the last to count itself in opens the gate), then refuses a mixed world.
+void agree_on_device(c10d::Store& store, int64_t world_size, const RankDevice& self) {
+  const std::string gpu_ranks_key = "ddprun-train/gpu_ranks";
+  const std::string gate_key = "ddprun-train/device_counted";
+  store.add(gpu_ranks_key, self.has_gpu() ? 1 : 0);
+  if (store.add("ddprun-train/ranks_counted", 1) == world_size) {
+    store.set(gate_key, std::vector<uint8_t>{'1'});
+  }
+  store.wait({gate_key});
+  if (auto problem = device_disagreement(store.add(gpu_ranks_key, 0), world_size, self)) {
+    throw std::runtime_error(*problem);
+  }
+}
+
+#ifdef USE_C10D_NCCL
 
 c10::intrusive_ptr<c10d::Backend> make_nccl(const c10::intrusive_ptr<c10d::Store>& store,
                                             const RunEnvironment& env) {
@@ -94,25 +119,26 @@ void shut_down_backend(Group& backend) {
 }  // namespace
 
 Collectives::Collectives(const RunEnvironment& env) : rank_(env.rank), world_size_(env.world_size) {
+  const RankDevice self{env.local_rank, visible_gpus()};
+  if (world_size_ > 1) {
+    store_ = connect_store(env);
+    agree_on_device(*store_, world_size_, self);
+  }
 #ifdef USE_C10D_NCCL
-  if (own_gpu_available(env)) {
+  if (self.has_gpu()) {
     device_ = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(env.local_rank));
     if (world_size_ == 1) {
       store_ = c10::make_intrusive<c10d::HashStore>();  // meets nobody: NCCL's set-up stays local
-    } else {
-      store_ = connect_store(env);
     }
     backend_ = make_nccl(store_, env);
     backend_name_ = "nccl";
     return;
   }
 #endif
-  if (world_size_ == 1) {
-    return;
+  if (world_size_ > 1) {
+    backend_ = make_gloo(store_, env);
+    backend_name_ = "gloo";
   }
-  store_ = connect_store(env);
-  backend_ = make_gloo(store_, env);
-  backend_name_ = "gloo";
 }
 
 Collectives::~Collectives() = default;

@@ -3,6 +3,8 @@
 // was built with CUDA and NCCL and that GPU is visible, else ProcessGroupGloo on CPU. Ranks meet
 // through a c10d TCPStore (a client of the agent's store under PyTorch's
 // "/worker/attempt_<restart>" prefix, or hosted by rank 0).
+// Before either, the ranks check through the store that all or none of them have a GPU
+// (device_agreement.hpp): a mixed world fails at once instead of hanging.
 // A world of one on CPU needs no backend and runs no collectives. On a GPU it still goes through
 // ProcessGroupNCCL (over an in-process HashStore), as PyTorch's DDP does: a one-GPU machine then
 // runs the same NCCL path as a multi-GPU job, at the cost of a device-local copy per bucket.

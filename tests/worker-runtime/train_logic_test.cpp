@@ -12,6 +12,7 @@
 #include "bucket_plan.hpp"
 #include "char_corpus.hpp"
 #include "crc32.hpp"
+#include "device_agreement.hpp"
 #include "distributed_sampler.hpp"
 #include "progress_report.hpp"
 #include "resume_record.hpp"
@@ -208,6 +209,24 @@ TEST_CASE("the torchrun worker environment", "[environment]") {
   CHECK_THROWS_WITH(read_run_environment(lookup), Contains("MASTER_PORT"));
   const auto alone = read_run_environment([](const std::string&) { return std::nullopt; });
   CHECK(alone.world_size == 1);
+}
+
+TEST_CASE("ranks train on GPUs all or none: a mixed world is refused, worded per rank",
+          "[environment]") {
+  const RankDevice gpu_rank{0, 1};
+  const RankDevice cpu_rank{1, 1};  // a second worker on a one-GPU node
+  CHECK(gpu_rank.has_gpu());
+  CHECK_FALSE(cpu_rank.has_gpu());
+  CHECK_FALSE(device_disagreement(0, 2, RankDevice{0, 0}));
+  CHECK_FALSE(device_disagreement(2, 2, gpu_rank));
+  const auto seen_by_cpu_rank = device_disagreement(1, 2, cpu_rank);
+  REQUIRE(seen_by_cpu_rank);
+  CHECK_THAT(*seen_by_cpu_rank, Contains("only 1 of 2 ranks have a GPU of their own"));
+  CHECK_THAT(*seen_by_cpu_rank, Contains("this rank, LOCAL_RANK 1, sees 1 CUDA device(s)"));
+  CHECK_THAT(*seen_by_cpu_rank, Contains("--nproc-per-node gpu"));
+  const auto seen_by_gpu_rank = device_disagreement(1, 2, gpu_rank);
+  REQUIRE(seen_by_gpu_rank);
+  CHECK_THAT(*seen_by_gpu_rank, Contains("this rank trains on cuda:0"));
 }
 
 TEST_CASE("progress lines carry epoch, iteration, losses, throughput and ETA", "[report]") {
