@@ -60,7 +60,6 @@ void LeaseKeeper::grant(Clock::time_point deadline) {
         } else if (const auto* lease = std::get_if<std::int64_t>(&result)) {
           lease_ = *lease;
           ++generation_;
-          last_renewed_ = Clock::now();
           trouble_.reset();
           schedule_renewal();
         }
@@ -100,11 +99,11 @@ void LeaseKeeper::schedule_renewal() {
 void LeaseKeeper::renew() {
   const std::int64_t lease = lease_;
   const std::uint64_t generation = generation_;
-  if (Clock::now() - last_renewed_ > ttl_) {
-    // Unrenewed for a whole TTL: etcd has dropped it (and this agent's keys with it).
-    forget(lease);
-    return;
-  }
+  // Renewals go on however long they failed: only etcd's answer (a TTL of 0) says the lease is
+  // gone. A new leader extends every lease by the election timeout, so a lease unrenewed for a
+  // whole TTL of our clock may well be alive, and abandoning it would leave this agent's
+  // heartbeat key to expire with it before a new lease carries the key: a gap in which the
+  // peers see this node as lost.
   schedule_renewal();
   if (renewing_) {
     return;  // the previous renewal is still trying other members
@@ -131,8 +130,6 @@ void LeaseKeeper::renew() {
           failing_since_.reset();
           if (reply.ttl_seconds <= 0) {
             forget(lease);
-          } else {
-            last_renewed_ = Clock::now();
           }
         } catch (const EtcdProtocolError& error) {
           trouble_ = EtcdFailure{round::KvErrorKind::kProtocol,

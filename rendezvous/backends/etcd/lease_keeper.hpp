@@ -49,7 +49,6 @@ class LeaseKeeper {
   std::chrono::milliseconds interval_;
   boost::asio::steady_timer timer_;
   std::int64_t lease_ = 0;  // 0: none
-  Clock::time_point last_renewed_;
   bool granting_ = false;
   bool renewing_ = false;
   bool revoked_ = false;
