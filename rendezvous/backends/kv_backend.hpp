@@ -18,6 +18,10 @@ class KvBackend {
  public:
   using Completion = std::function<void(round::KvResult)>;
 
+  KvBackend() = default;
+  // Polymorphic: copying through the base would slice.
+  KvBackend(const KvBackend&) = delete;
+  KvBackend& operator=(const KvBackend&) = delete;
   virtual ~KvBackend() = default;
 
   // Starts op. `id` is the caller's name for it (unique among pending ops), used by cancel().

@@ -84,9 +84,10 @@ class StoreKv final : public KvBackend {
   // Connects lazily, at the first op. Throws std::invalid_argument for options that cannot
   // work (no host or port, a timeout or limit of zero).
   StoreKv(boost::asio::io_context& io, StoreKvOptions options);
-  StoreKv(const StoreKv&) = delete;
-  StoreKv& operator=(const StoreKv&) = delete;
   ~StoreKv() override;
+
+  // The wire generation the server speaks, once a connection got through its handshake.
+  std::optional<store::WireGeneration> generation() const;
 
   void start(uint64_t id, round::KvOp op, Completion done) override;
   void cancel(uint64_t id) override;
@@ -94,9 +95,6 @@ class StoreKv final : public KvBackend {
   // then closes the connections and runs done.
   void close(std::function<void()> done) override;
   std::string describe() const override;
-
-  // The wire generation the server speaks, once a connection got through its handshake.
-  std::optional<store::WireGeneration> generation() const;
 
  private:
   class Core;

@@ -120,16 +120,6 @@ void EtcdKv::cancel(uint64_t id) {
   maybe_finish_close();
 }
 
-void EtcdKv::start(uint64_t id, round::KvOp op, Completion done) {
-  const uint64_t serial = begin(id, std::move(done));
-  if (closing_ || closed_) {
-    finish(serial, round::KvError{round::KvErrorKind::kUnreachable,
-                                  describe() + ": the backend is closed"});
-    return;
-  }
-  std::visit([this, serial](auto& concrete) { run(serial, std::move(concrete)); }, op);
-}
-
 void EtcdKv::close(std::function<void()> done) {
   if (closing_ || closed_) {
     boost::asio::post(io_, std::move(done));
@@ -168,6 +158,7 @@ void EtcdKv::maybe_finish_close() {
 
 // --- the ops --------------------------------------------------------------------------------
 
+template <>
 void EtcdKv::run(uint64_t serial, round::KvGet op) {
   client_.call("/v3/kv/range", EtcdCodec::range(RangeRequest{full_key(op.key), {}}),
                EtcdClient::Retry::kAlways, deadline(),
@@ -189,6 +180,7 @@ void EtcdKv::run(uint64_t serial, round::KvGet op) {
                }));
 }
 
+template <>
 void EtcdKv::run(uint64_t serial, round::KvMultiGet op) {
   if (op.keys.empty()) {
     finish(serial, round::KvValues{});
@@ -229,6 +221,7 @@ void EtcdKv::run(uint64_t serial, round::KvMultiGet op) {
   adopt(serial, std::move(batch));
 }
 
+template <>
 void EtcdKv::run(uint64_t serial, round::KvSet op) {
   client_.call("/v3/kv/put", EtcdCodec::put(PutRequest{full_key(op.key), std::move(op.value), 0}),
                EtcdClient::Retry::kAlways, deadline(),
@@ -241,6 +234,7 @@ void EtcdKv::run(uint64_t serial, round::KvSet op) {
                }));
 }
 
+template <>
 void EtcdKv::run(uint64_t serial, round::KvMultiSet op) {
   if (op.keys.size() != op.values.size()) {
     finish(serial,
@@ -288,6 +282,7 @@ void EtcdKv::update(uint64_t serial, const std::string& key, CasUpdate::Rule rul
   adopt(serial, std::move(update));
 }
 
+template <>
 void EtcdKv::run(uint64_t serial, round::KvAdd op) {
   update(serial, op.key,
          [key = op.key, delta = op.delta,
@@ -312,6 +307,7 @@ void EtcdKv::run(uint64_t serial, round::KvAdd op) {
          });
 }
 
+template <>
 void EtcdKv::run(uint64_t serial, round::KvCompareSet op) {
   update(serial, op.key,
          [expected = std::move(op.expected),
@@ -324,6 +320,7 @@ void EtcdKv::run(uint64_t serial, round::KvCompareSet op) {
          });
 }
 
+template <>
 void EtcdKv::run(uint64_t serial, round::KvAppend op) {
   update(serial, op.key,
          [suffix = std::move(op.value)](const std::optional<std::string>& current)
@@ -332,6 +329,7 @@ void EtcdKv::run(uint64_t serial, round::KvAppend op) {
          });
 }
 
+template <>
 void EtcdKv::run(uint64_t serial, round::KvWait op) {
   if (op.keys.empty()) {
     finish(serial, round::KvReady{true});
@@ -351,6 +349,7 @@ void EtcdKv::run(uint64_t serial, round::KvWait op) {
   pending_[serial].is_wait = true;
 }
 
+template <>
 void EtcdKv::run(uint64_t serial, round::KvBeat op) {
   beat(serial, full_key(op.key), deadline(), false);
 }
@@ -390,6 +389,7 @@ void EtcdKv::beat(uint64_t serial, std::string key, Clock::time_point until, boo
   }));
 }
 
+template <>
 void EtcdKv::run(uint64_t serial, round::KvProbe op) {
   read_range(serial, RangeRequest{full_key(op.key), {}},
              [this, serial, key = op.key](const RangeReply& range) {
@@ -421,6 +421,7 @@ void EtcdKv::read_range(uint64_t serial, const RangeRequest& request,
 // A ticket is the key <key>/<member>; its position is how many tickets were created up to its
 // own put (revisions are global and monotonic), so draws by many agents never conflict. A
 // retried put of the same member keeps its create revision: it is counted once.
+template <>
 void EtcdKv::run(uint64_t serial, round::KvTakeTicket op) {
   client_.call("/v3/kv/put", EtcdCodec::put(PutRequest{full_key(op.key) + "/" + op.member, "1", 0}),
                EtcdClient::Retry::kAlways, deadline(),
@@ -438,6 +439,7 @@ void EtcdKv::run(uint64_t serial, round::KvTakeTicket op) {
                }));
 }
 
+template <>
 void EtcdKv::run(uint64_t serial, round::KvCountTickets op) {
   count_tickets(serial, op.key, 0);
 }
@@ -461,6 +463,17 @@ void EtcdKv::count_tickets(uint64_t serial, const std::string& key, std::int64_t
                    });
                finish(serial, round::KvCounter{static_cast<std::int64_t>(count)});
              });
+}
+
+// After the ops: std::visit instantiates run<Op>, which must follow its specializations.
+void EtcdKv::start(uint64_t id, round::KvOp op, Completion done) {
+  const uint64_t serial = begin(id, std::move(done));
+  if (closing_ || closed_) {
+    finish(serial, round::KvError{round::KvErrorKind::kUnreachable,
+                                  describe() + ": the backend is closed"});
+    return;
+  }
+  std::visit([this, serial](auto& concrete) { run(serial, std::move(concrete)); }, op);
 }
 
 }  // namespace ddprun::rendezvous::backends::etcd

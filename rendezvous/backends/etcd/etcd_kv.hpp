@@ -21,8 +21,8 @@
 // Threading: KvBackend's contract: one io_context thread; completions are posted, so they
 // never run inside start() and may destroy the backend.
 
-#include <functional>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -43,8 +43,6 @@ class EtcdKv final : public KvBackend {
  public:
   // Throws std::invalid_argument when an option is invalid or a TLS file is unusable.
   EtcdKv(boost::asio::io_context& io, EtcdOptions options);
-  EtcdKv(const EtcdKv&) = delete;
-  EtcdKv& operator=(const EtcdKv&) = delete;
   ~EtcdKv() override;
 
   void start(uint64_t id, round::KvOp op, Completion done) override;
@@ -73,18 +71,9 @@ class EtcdKv final : public KvBackend {
   void adopt(uint64_t serial, std::shared_ptr<void> work);
   void maybe_finish_close();
 
-  void run(uint64_t serial, round::KvGet op);
-  void run(uint64_t serial, round::KvMultiGet op);
-  void run(uint64_t serial, round::KvSet op);
-  void run(uint64_t serial, round::KvMultiSet op);
-  void run(uint64_t serial, round::KvAdd op);
-  void run(uint64_t serial, round::KvCompareSet op);
-  void run(uint64_t serial, round::KvAppend op);
-  void run(uint64_t serial, round::KvWait op);
-  void run(uint64_t serial, round::KvBeat op);
-  void run(uint64_t serial, round::KvProbe op);
-  void run(uint64_t serial, round::KvTakeTicket op);
-  void run(uint64_t serial, round::KvCountTickets op);
+  // One explicit specialization per KvOp alternative, defined in etcd_kv.cpp.
+  template <class Op>
+  void run(uint64_t serial, Op op);
   // A range read whose reply goes to then; failures and bad replies finish the op.
   void read_range(uint64_t serial, const RangeRequest& request,
                   std::function<void(const RangeReply&)> then);
