@@ -38,16 +38,17 @@ void KeyWaiter::read() {
   for (const auto& key : wanted_) {
     reads.emplace_back(RangeRequest{key, {}});
   }
-  read_ = std::make_unique<TxnBatch>(client_, TxnBatch::split(std::move(reads)),
-                                     Clock::now() + client_.options().failover_budget,
-                                     lifetime_.guard([this](TxnBatch::Result result) {
-                                       reading_ = false;
-                                       if (auto* failure = std::get_if<round::KvError>(&result)) {
-                                         finish(std::move(*failure));
-                                         return;
-                                       }
-                                       on_read(std::move(std::get<std::vector<TxnReply>>(result)));
-                                     }));
+  read_ = std::make_unique<TxnBatch>(
+      client_, TxnBatch::split(std::move(reads)),
+      std::chrono::steady_clock::now() + client_.options().failover_budget,
+      lifetime_.guard([this](TxnBatch::Result result) {
+        reading_ = false;
+        if (auto* failure = std::get_if<round::KvError>(&result)) {
+          finish(std::move(*failure));
+          return;
+        }
+        on_read(std::move(std::get<std::vector<TxnReply>>(result)));
+      }));
   read_->start();
 }
 

@@ -27,8 +27,6 @@ namespace ddprun::rendezvous::backends::etcd {
 
 class KeyWaiter {
  public:
-  using Clock = std::chrono::steady_clock;
-
   // keys: full etcd keys (with the prefix), at least one.
   KeyWaiter(EtcdClient& client, std::vector<std::string> keys, std::chrono::milliseconds timeout,
             std::function<void(round::KvResult)> done);

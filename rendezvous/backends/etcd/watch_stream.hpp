@@ -27,7 +27,6 @@ namespace ddprun::rendezvous::backends::etcd {
 
 class WatchStream {
  public:
-  using Clock = std::chrono::steady_clock;
   struct Handlers {
     std::function<void(const std::vector<WatchEvent>&)> on_events;
     // The start revision was compacted away: the owner must read again and watch anew.
@@ -46,6 +45,8 @@ class WatchStream {
   void start();
 
  private:
+  using Clock = std::chrono::steady_clock;
+
   void open();
   void on_line(std::string_view line);
   void on_trouble(FailoverLog::Trouble trouble, const std::string& detail);
