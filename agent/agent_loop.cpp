@@ -12,7 +12,13 @@
 #include "agent/failure_summary.hpp"
 #include "agent/log_prefix.hpp"
 #include "agent/node_name.hpp"
-#include "agent/rendezvous_setup.hpp"
+
+namespace ddprun::rendezvous::round {
+// A round as the event log's round_formed and workers_started events carry it, under the
+// fields' own names.
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(RoundInfo, round, group_rank, group_world_size, world_size,
+                                   restart_count, master_addr, master_port, run_id)
+}  // namespace ddprun::rendezvous::round
 
 namespace ddprun::agent {
 
@@ -27,17 +33,6 @@ constexpr std::chrono::seconds kReapAfterKillLimit{5};
 
 // How long an ending agent waits for its rendezvous backend to release what it holds.
 constexpr std::chrono::duration<double> kBackendCloseLimit{2.0};
-
-nlohmann::json round_fields(const RoundInfo& round) {
-  return {{"round", round.round},
-          {"group_rank", round.group_rank},
-          {"group_world_size", round.group_world_size},
-          {"world_size", round.world_size},
-          {"restart_count", round.restart_count},
-          {"master_addr", round.master_addr},
-          {"master_port", round.master_port},
-          {"run_id", round.run_id}};
-}
 
 nlohmann::json failure_fields(const WorkerFailure& failure) {
   return {{"rank", failure.global_rank},    {"local_rank", failure.local_rank},
@@ -81,16 +76,12 @@ AgentLoop::~AgentLoop() {
   pump_fds_.clear();
   group_.reset();
   watchdog_.group_gone();
-  driver_.reset();
+  rendezvous_.reset();
 }
 
 int AgentLoop::run() {
   try {
-    RendezvousSetup setup = set_up_rendezvous(config_, io_);
-    rendezvous_store_ = std::move(setup.hosted_store);
-    workers_store_addr_ = setup.workers_store_addr;
-    driver_ = std::make_unique<rendezvous::backends::RoundDriver>(io_, std::move(setup.machine),
-                                                                  std::move(setup.backend), *this);
+    rendezvous_ = std::make_unique<NodeRendezvous>(config_, io_, *this, this);
   } catch (const std::exception& error) {
     std::fprintf(stderr, "ddprun: rendezvous failed: %s\n", error.what());
     events_.record("exit", {{"exit_code", round::kExitFailure},
@@ -98,7 +89,7 @@ int AgentLoop::run() {
     return round::kExitFailure;
   }
   watch_signals();
-  driver_->begin();
+  rendezvous_->driver().begin();
   if (!exit_status_) {
     io_.run();
   }
@@ -129,7 +120,7 @@ void AgentLoop::on_signals() {
     if (exit_status_) {
       break;
     }
-    driver_->feed(round::SignalReceived{sig});
+    rendezvous_->driver().feed(round::SignalReceived{sig});
   }
   if (!exit_status_) {
     watch_signals();
@@ -157,16 +148,7 @@ void AgentLoop::watch_pump(std::size_t index) {
 }
 
 void AgentLoop::host_workers_store(uint64_t /*round*/) {
-  workers_store_.reset();
-  try {
-    rendezvous::store::StoreServerOptions options;
-    options.host = config_.standalone ? "127.0.0.1" : "0.0.0.0";
-    options.port = 0;
-    workers_store_ = rendezvous::store::StoreServer::start(options);
-    driver_->feed(round::WorkersStoreHosted{workers_store_addr_, workers_store_->port()});
-  } catch (const std::exception& error) {
-    driver_->feed(round::WorkersStoreFailed{error.what()});
-  }
+  rendezvous_->host_workers_store();
 }
 
 std::vector<WorkerLaunch> AgentLoop::plan_workers(const RoundInfo& round) {
@@ -207,7 +189,7 @@ void AgentLoop::start_workers(const RoundInfo& round) {
   round_ = round;
   outcome_reported_ = false;
   stopping_ = false;
-  events_.record("round_formed", round_fields(round));
+  events_.record("round_formed", round);
   try {
     group_.emplace(plan_workers(round), signals_.original_mask(),
                    Seconds(config_.monitor_interval_s));
@@ -223,10 +205,10 @@ void AgentLoop::start_workers(const RoundInfo& round) {
     outcome_reported_ = true;
     watchdog_.group_gone();
     report_local_failures({failure});
-    driver_->feed(round::WorkersFailed{{failure}});
+    rendezvous_->driver().feed(round::WorkersFailed{{failure}});
     return;
   }
-  nlohmann::json fields = round_fields(round);
+  nlohmann::json fields = round;
   nlohmann::json pids = nlohmann::json::array();
   for (const auto& worker : group_->workers())
     pids.push_back(worker.pid);
@@ -320,7 +302,7 @@ void AgentLoop::after_reap() {
     case GroupState::kSucceeded:
       outcome_reported_ = true;
       events_.record("workers_succeeded", {{"round", round_ ? round_->round : 0}});
-      driver_->feed(round::WorkersSucceeded{});
+      rendezvous_->driver().feed(round::WorkersSucceeded{});
       return;
     case GroupState::kFailed: {
       if (group_->gathering_failures()) {
@@ -339,7 +321,7 @@ void AgentLoop::after_reap() {
       outcome_reported_ = true;
       std::vector<WorkerFailure> failures = local_failures();
       report_local_failures(failures);
-      driver_->feed(round::WorkersFailed{std::move(failures)});
+      rendezvous_->driver().feed(round::WorkersFailed{std::move(failures)});
       return;
     }
   }
@@ -386,7 +368,7 @@ void AgentLoop::workers_gone() {
   group_.reset();
   watchdog_.group_gone();
   stopping_ = false;
-  driver_->feed(round::WorkersStopped{});
+  rendezvous_->driver().feed(round::WorkersStopped{});
 }
 
 void AgentLoop::notice(const round::Notice& notice) {
@@ -415,17 +397,17 @@ void AgentLoop::write_agent_error_file(const std::vector<WorkerFailure>& failure
 }
 
 void AgentLoop::hang_detected(const std::string& report) {
-  // A hang needs running workers, so the round runs: its driver exists.
-  if (driver_) {
-    driver_->feed(round::HangDetected{report});
+  // A hang needs running workers, so the round runs: its rendezvous exists.
+  if (rendezvous_) {
+    rendezvous_->driver().feed(round::HangDetected{report});
   } else {
     watchdog_.peers_captured();
   }
 }
 
 void AgentLoop::stacks_captured() {
-  if (driver_) {
-    driver_->feed(round::StacksCaptured{});
+  if (rendezvous_) {
+    rendezvous_->driver().feed(round::StacksCaptured{});
   }
 }
 
@@ -449,7 +431,7 @@ void AgentLoop::finished(const round::Finish& finish) {
   std::fflush(stderr);
   events_.record("exit", {{"exit_code", finish.exit_status}, {"reason", finish.reason}});
   exit_status_ = finish.exit_status;
-  if (config_.rdzv_backend != "etcd" || !driver_) {
+  if (config_.rdzv_backend != "etcd" || !rendezvous_) {
     io_.stop();
     return;
   }
@@ -461,7 +443,7 @@ void AgentLoop::finished(const round::Finish& finish) {
       io_.stop();
     }
   });
-  driver_->backend().close([this] { io_.stop(); });
+  rendezvous_->driver().backend().close([this] { io_.stop(); });
 }
 
 }  // namespace ddprun::agent

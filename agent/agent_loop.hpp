@@ -15,6 +15,7 @@
 #include "agent/event_log.hpp"
 #include "agent/hang_watchdog.hpp"
 #include "agent/log_layout.hpp"
+#include "agent/node_rendezvous.hpp"
 #include "agent/round_types.hpp"
 #include "agent/signal_channel.hpp"
 #include "agent/worker_env.hpp"
@@ -22,11 +23,11 @@
 #include "launcher/launch_config.hpp"
 #include "rendezvous/backends/round_driver.hpp"
 #include "rendezvous/store/asio.hpp"
-#include "rendezvous/store/store_server.hpp"
 
 namespace ddprun::agent {
 
-class AgentLoop final : public rendezvous::backends::RoundListener {
+class AgentLoop final : public rendezvous::backends::RoundListener,
+                        public rendezvous::backends::StackCapturer {
  public:
   // signals must outlive the loop; it was made before any thread, so every thread blocks the
   // handled signals and they reach the loop through its descriptor.
@@ -44,6 +45,7 @@ class AgentLoop final : public rendezvous::backends::RoundListener {
   void stop_workers(int signal) override;
   void notice(const rendezvous::round::Notice& notice) override;
   void finished(const rendezvous::round::Finish& finish) override;
+  // StackCapturer: the watchdog's hang protocol.
   void capture_stacks(const rendezvous::round::CaptureStacks& request) override;
   void peers_captured_stacks() override;
 
@@ -74,10 +76,7 @@ class AgentLoop final : public rendezvous::backends::RoundListener {
 
   boost::asio::io_context io_;
   boost::asio::posix::stream_descriptor signal_fd_;
-  std::unique_ptr<rendezvous::store::StoreServer> rendezvous_store_;
-  std::unique_ptr<rendezvous::store::StoreServer> workers_store_;
-  std::string workers_store_addr_;
-  std::unique_ptr<rendezvous::backends::RoundDriver> driver_;
+  std::unique_ptr<NodeRendezvous> rendezvous_;  // from run() on
 
   // The running group, and what the loop is doing with it.
   std::optional<WorkerGroup> group_;

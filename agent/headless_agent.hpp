@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
+#include "agent/node_rendezvous.hpp"
 #include "agent/round_types.hpp"
 #include "launcher/launch_config.hpp"
 #include "rendezvous/backends/round_driver.hpp"
-#include "rendezvous/store/store_server.hpp"
 
 namespace ddprun::agent {
 
@@ -22,7 +22,7 @@ class HeadlessAgent final : public rendezvous::backends::RoundListener {
   // Called after every event the agent saw (a round started, workers stopped, finished, ...).
   using Observer = std::function<void(HeadlessAgent&)>;
 
-  // Throws what set_up_rendezvous throws (RendezvousError for bad configuration).
+  // Throws what NodeRendezvous throws (RendezvousError for bad configuration).
   HeadlessAgent(boost::asio::io_context& io, const launcher::LaunchConfig& config,
                 Observer observer = {});
   ~HeadlessAgent() override;
@@ -40,7 +40,7 @@ class HeadlessAgent final : public rendezvous::backends::RoundListener {
   const std::vector<RoundInfo>& rounds() const { return rounds_; }
   const std::optional<rendezvous::round::Finish>& finish() const { return finish_; }
   const std::vector<rendezvous::round::Notice>& notices() const { return notices_; }
-  bool hosts_store() const { return hosted_store_ != nullptr; }
+  bool hosts_store() const { return rendezvous_ && rendezvous_->hosts_rendezvous_store(); }
   const std::string& name() const { return name_; }
 
   // RoundListener.
@@ -49,18 +49,13 @@ class HeadlessAgent final : public rendezvous::backends::RoundListener {
   void stop_workers(int signal) override;
   void notice(const rendezvous::round::Notice& notice) override;
   void finished(const rendezvous::round::Finish& finish) override;
-  void capture_stacks(const rendezvous::round::CaptureStacks& request) override;
-  void peers_captured_stacks() override;
 
  private:
   void observe();
 
   std::string name_;
   Observer observer_;
-  std::unique_ptr<rendezvous::store::StoreServer> hosted_store_;
-  std::unique_ptr<rendezvous::store::StoreServer> workers_store_;
-  std::string workers_store_addr_;
-  std::unique_ptr<rendezvous::backends::RoundDriver> driver_;
+  std::unique_ptr<NodeRendezvous> rendezvous_;  // null once crashed
   std::optional<RoundInfo> running_;
   std::vector<RoundInfo> rounds_;
   std::optional<rendezvous::round::Finish> finish_;

@@ -17,11 +17,13 @@ double monotonic_now_s() {
 }
 
 RoundDriver::RoundDriver(boost::asio::io_context& io, round::MachineConfig config,
-                         std::unique_ptr<KvBackend> backend, RoundListener& listener)
+                         std::unique_ptr<KvBackend> backend, RoundListener& listener,
+                         StackCapturer* stacks)
     : io_(io),
       machine_(std::move(config)),
       backend_(std::move(backend)),
       listener_(listener),
+      stacks_(stacks),
       timer_(io) {}
 
 void RoundDriver::feed(round::MachineEvent event) {
@@ -62,8 +64,18 @@ void RoundDriver::carry_out() {
                      timer_.cancel();
                      listener_.finished(finish);
                    },
-                   [&](round::CaptureStacks& capture) { listener_.capture_stacks(capture); },
-                   [&](round::PeersCapturedStacks&) { listener_.peers_captured_stacks(); },
+                   [&](round::CaptureStacks& capture) {
+                     if (stacks_ != nullptr) {
+                       stacks_->capture_stacks(capture);
+                     } else {
+                       feed(round::StacksCaptured{});
+                     }
+                   },
+                   [&](round::PeersCapturedStacks&) {
+                     if (stacks_ != nullptr) {
+                       stacks_->peers_captured_stacks();
+                     }
+                   },
                },
                effect);
   }

@@ -28,6 +28,14 @@ class RoundListener {
   virtual void stop_workers(int signal) = 0;
   virtual void notice(const round::Notice& notice) = 0;
   virtual void finished(const round::Finish& finish) = 0;
+};
+
+// What an agent that watches its workers for hangs adds: the stacks of its workers, captured
+// when a worker of the job hangs. A driver without one answers every capture request at once
+// (no stacks here) and has no hung worker of its own to hold back.
+class StackCapturer {
+ public:
+  virtual ~StackCapturer() = default;
   // Another node's worker hung: capture the local workers' stacks, then answer StacksCaptured.
   virtual void capture_stacks(const round::CaptureStacks& request) = 0;
   // Answer to HangDetected: the hung local worker may be signalled now.
@@ -36,8 +44,10 @@ class RoundListener {
 
 class RoundDriver {
  public:
+  // stacks: nullptr when the agent has no worker stacks to capture.
   RoundDriver(boost::asio::io_context& io, round::MachineConfig config,
-              std::unique_ptr<KvBackend> backend, RoundListener& listener);
+              std::unique_ptr<KvBackend> backend, RoundListener& listener,
+              StackCapturer* stacks = nullptr);
   RoundDriver(const RoundDriver&) = delete;
   RoundDriver& operator=(const RoundDriver&) = delete;
 
@@ -57,6 +67,7 @@ class RoundDriver {
   round::RoundMachine machine_;
   std::unique_ptr<KvBackend> backend_;
   RoundListener& listener_;
+  StackCapturer* stacks_;
   boost::asio::steady_timer timer_;
   std::deque<round::MachineEvent> queue_;
   bool stepping_ = false;
