@@ -17,35 +17,20 @@ class FieldReader {
   FieldReader(std::span<const std::uint8_t> input, const StoreLimits& limits, bool materialize)
       : input_(input), limits_(limits), materialize_(materialize) {}
 
-  bool read_u8(std::uint8_t& value) {
-    if (!need(1)) {
+  // A little-endian unsigned integer of the field's size.
+  template <class Unsigned>
+  bool read_uint(Unsigned& value) {
+    if (!need(sizeof(Unsigned))) {
       return false;
     }
-    value = input_[position_++];
-    return true;
-  }
-
-  bool read_u32(std::uint32_t& value) {
-    if (!need(4)) {
-      return false;
-    }
-    value = wire::load_u32(input_.data() + position_);
-    position_ += 4;
-    return true;
-  }
-
-  bool read_u64(std::uint64_t& value) {
-    if (!need(8)) {
-      return false;
-    }
-    value = wire::load_u64(input_.data() + position_);
-    position_ += 8;
+    value = wire::load_le<Unsigned>(input_.data() + position_);
+    position_ += sizeof(Unsigned);
     return true;
   }
 
   bool read_i64(std::int64_t& value) {
     std::uint64_t raw = 0;
-    if (!read_u64(raw)) {
+    if (!read_uint(raw)) {
       return false;
     }
     value = static_cast<std::int64_t>(raw);
@@ -62,7 +47,7 @@ class FieldReader {
 
   // A u64 count of keys, checked against max_keys_per_request.
   bool read_count(std::uint64_t& count) {
-    if (!read_u64(count)) {
+    if (!read_uint(count)) {
       return false;
     }
     if (count > limits_.max_keys_per_request) {
@@ -93,7 +78,7 @@ class FieldReader {
 
   bool read_string(std::vector<std::string>& out, std::size_t limit, std::string_view what) {
     std::uint64_t length = 0;
-    if (!read_u64(length)) {
+    if (!read_uint(length)) {
       return false;
     }
     if (length > limit) {
@@ -124,7 +109,7 @@ bool read_body(FieldReader& reader, Request& request) {
   switch (request.command) {
     case Command::validate:
     case Command::ping:
-      return reader.read_u32(request.word);
+      return reader.read_uint(request.word);
     case Command::set:
     case Command::append:
     case Command::queue_push:
@@ -180,7 +165,7 @@ DecodeResult decode_pass(std::span<const std::uint8_t> input, WireGeneration gen
   DecodeResult result;
   FieldReader reader(input, limits, materialize);
   std::uint8_t opcode = 0;
-  if (!reader.read_u8(opcode)) {
+  if (!reader.read_uint(opcode)) {
     result.min_bytes = 1;
     return result;
   }

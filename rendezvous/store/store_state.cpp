@@ -9,6 +9,32 @@
 namespace ddprun::rendezvous::store {
 namespace {
 
+// Removes key's entry from lists and returns its list (empty when there was none).
+template <class Lists>
+typename Lists::mapped_type take_list(Lists& lists, const typename Lists::key_type& key) {
+  const auto found = lists.find(key);
+  if (found == lists.end()) {
+    return {};
+  }
+  auto list = std::move(found->second);
+  lists.erase(found);
+  return list;
+}
+
+// Removes id from the list under key, and the entry once its list is empty, so that finished
+// and cancelled waits leave nothing behind.
+template <class Lists, class Id>
+void remove_from_list(Lists& lists, const typename Lists::key_type& key, Id id) {
+  const auto found = lists.find(key);
+  if (found == lists.end()) {
+    return;
+  }
+  std::erase(found->second, id);
+  if (found->second.empty()) {
+    lists.erase(found);
+  }
+}
+
 // Rough per-entry bookkeeping cost (hash node, string headers), charged on top of the
 // bytes themselves so that many tiny keys cannot dodge the budget.
 constexpr std::size_t kEntryOverhead = 64;
@@ -121,13 +147,7 @@ bool StoreState::store_value(const std::string& key, std::string value,
 }
 
 void StoreState::wake_all(const std::string& key, std::vector<OutgoingMessage>& out) {
-  const auto found = waiters_.find(key);
-  if (found == waiters_.end()) {
-    return;
-  }
-  const auto registrations = std::move(found->second);
-  waiters_.erase(found);
-  for (const WaitId id : registrations) {
+  for (const WaitId id : take_list(waiters_, key)) {
     satisfy_one(id, out);
   }
 }
@@ -162,13 +182,7 @@ void StoreState::finish_wait(WaitId id) {
     return;
   }
   budget_.release(found->second.reserved_bytes);
-  const auto of = waits_of_.find(found->second.connection);
-  if (of != waits_of_.end()) {
-    std::erase(of->second, id);
-    if (of->second.empty()) {
-      waits_of_.erase(of);
-    }
-  }
+  remove_from_list(waits_of_, found->second.connection, id);
   waits_.erase(found);
 }
 
@@ -201,26 +215,13 @@ std::optional<std::string> StoreState::register_wait(ConnectionId from,
 }
 
 void StoreState::cancel_waits(ConnectionId connection) {
-  const auto of = waits_of_.find(connection);
-  if (of == waits_of_.end()) {
-    return;
-  }
-  const auto ids = std::move(of->second);
-  waits_of_.erase(of);
-  for (const WaitId id : ids) {
+  for (const WaitId id : take_list(waits_of_, connection)) {
     const auto found = waits_.find(id);
     if (found == waits_.end()) {
       continue;
     }
-    // Take this wait off every key list it is still on, so cancelled waits leave nothing.
     for (const auto& key : found->second.keys) {
-      const auto list = waiters_.find(key);
-      if (list != waiters_.end()) {
-        std::erase(list->second, id);
-        if (list->second.empty()) {
-          waiters_.erase(list);
-        }
-      }
+      remove_from_list(waiters_, key, id);
     }
     budget_.release(found->second.reserved_bytes);
     waits_.erase(found);
@@ -341,6 +342,17 @@ std::optional<std::string> StoreState::handle_barrier(ConnectionId from, Request
   waiters_[key].push_back(id);
   waits_of_[from].push_back(id);
   waits_.emplace(id, std::move(wait));
+  return std::nullopt;
+}
+
+std::optional<std::string> StoreState::handle_queue_push(Request& request,
+                                                         std::vector<OutgoingMessage>& out) {
+  const std::string& name = request.keys[0];
+  if (!budget_.try_reserve(entry_cost(name, request.values[0]))) {
+    return "memory budget exhausted by QUEUE_PUSH to '" + printable(name) + "'";
+  }
+  queues_[name].push_back(std::move(request.values[0]));
+  wake_one(name, out);
   return std::nullopt;
 }
 
@@ -469,15 +481,8 @@ std::optional<std::string> StoreState::handle(ConnectionId from, Request& reques
       out.push_back({from, std::move(reply)});
       return std::nullopt;
     }
-    case Command::queue_push: {
-      const std::string& name = request.keys[0];
-      if (!budget_.try_reserve(entry_cost(name, request.values[0]))) {
-        return "memory budget exhausted by QUEUE_PUSH to '" + printable(name) + "'";
-      }
-      queues_[name].push_back(std::move(request.values[0]));
-      wake_one(name, out);
-      return std::nullopt;
-    }
+    case Command::queue_push:
+      return handle_queue_push(request, out);
     case Command::queue_pop:
       return handle_queue_pop(from, request, out);
     case Command::queue_len: {

@@ -85,6 +85,8 @@ class StoreState {
                                                 std::vector<OutgoingMessage>& out);
   std::optional<std::string> handle_barrier(ConnectionId from, Request& request,
                                             std::vector<OutgoingMessage>& out);
+  // QUEUE_PUSH has no reply.
+  std::optional<std::string> handle_queue_push(Request& request, std::vector<OutgoingMessage>& out);
   std::optional<std::string> handle_queue_pop(ConnectionId from, Request& request,
                                               std::vector<OutgoingMessage>& out);
 

@@ -51,20 +51,22 @@ inline std::string key_value_pairs_request(std::uint8_t opcode,
   return request;
 }
 
-inline std::uint64_t load_u64(const unsigned char* bytes) {
-  std::uint64_t value = 0;
-  for (int i = 7; i >= 0; --i) {
-    value = (value << 8) | bytes[i];
+// Reads an unsigned integer stored little-endian, as TCPStore writes them.
+template <class Unsigned>
+Unsigned load_le(const unsigned char* bytes) {
+  Unsigned value = 0;
+  for (int i = static_cast<int>(sizeof(Unsigned)) - 1; i >= 0; --i) {
+    value = static_cast<Unsigned>((value << 8) | bytes[i]);
   }
   return value;
 }
 
+inline std::uint64_t load_u64(const unsigned char* bytes) {
+  return load_le<std::uint64_t>(bytes);
+}
+
 inline std::uint32_t load_u32(const unsigned char* bytes) {
-  std::uint32_t value = 0;
-  for (int i = 3; i >= 0; --i) {
-    value = (value << 8) | bytes[i];
-  }
-  return value;
+  return load_le<std::uint32_t>(bytes);
 }
 
 }  // namespace ddprun::rendezvous::wire

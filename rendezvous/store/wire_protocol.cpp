@@ -2,6 +2,7 @@
 
 #include <array>
 #include <span>
+#include <string_view>
 
 namespace ddprun::rendezvous::store {
 namespace {
@@ -23,6 +24,17 @@ constexpr std::array kG2Commands{
     Command::cancel_wait, Command::ping,      Command::queue_push,  Command::queue_pop,
     Command::queue_len,   Command::list_keys, Command::barrier,
 };
+
+// Names as PyTorch's TCPStore spells them, in the order of Command.
+constexpr std::array<std::string_view, 20> kCommandNames{
+    "VALIDATE",   "SET",        "COMPARE_SET", "GET",       "ADD",       "CHECK",     "WAIT",
+    "GETNUMKEYS", "WATCH_KEY",  "DELETE_KEY",  "APPEND",    "MULTI_GET", "MULTI_SET", "CANCEL_WAIT",
+    "PING",       "QUEUE_PUSH", "QUEUE_POP",   "QUEUE_LEN", "LIST_KEYS", "BARRIER",
+};
+static_assert(kCommandNames.size() == static_cast<std::size_t>(Command::barrier) + 1);
+
+constexpr std::array<std::string_view, 3> kGenerationNames{"G0", "G1", "G2"};
+static_assert(kGenerationNames.size() == static_cast<std::size_t>(WireGeneration::g2) + 1);
 
 std::span<const Command> table_for(WireGeneration generation) {
   switch (generation) {
@@ -57,61 +69,13 @@ std::optional<std::uint8_t> opcode_for_command(WireGeneration generation, Comman
 }
 
 std::string_view command_name(Command command) {
-  switch (command) {
-    case Command::validate:
-      return "VALIDATE";
-    case Command::set:
-      return "SET";
-    case Command::compare_set:
-      return "COMPARE_SET";
-    case Command::get:
-      return "GET";
-    case Command::add:
-      return "ADD";
-    case Command::check:
-      return "CHECK";
-    case Command::wait:
-      return "WAIT";
-    case Command::get_num_keys:
-      return "GETNUMKEYS";
-    case Command::watch_key:
-      return "WATCH_KEY";
-    case Command::delete_key:
-      return "DELETE_KEY";
-    case Command::append:
-      return "APPEND";
-    case Command::multi_get:
-      return "MULTI_GET";
-    case Command::multi_set:
-      return "MULTI_SET";
-    case Command::cancel_wait:
-      return "CANCEL_WAIT";
-    case Command::ping:
-      return "PING";
-    case Command::queue_push:
-      return "QUEUE_PUSH";
-    case Command::queue_pop:
-      return "QUEUE_POP";
-    case Command::queue_len:
-      return "QUEUE_LEN";
-    case Command::list_keys:
-      return "LIST_KEYS";
-    case Command::barrier:
-      return "BARRIER";
-  }
-  return "UNKNOWN";
+  const auto index = static_cast<std::size_t>(command);
+  return index < kCommandNames.size() ? kCommandNames[index] : "UNKNOWN";
 }
 
 std::string_view generation_name(WireGeneration generation) {
-  switch (generation) {
-    case WireGeneration::g0:
-      return "G0";
-    case WireGeneration::g1:
-      return "G1";
-    case WireGeneration::g2:
-      return "G2";
-  }
-  return "?";
+  const auto index = static_cast<std::size_t>(generation);
+  return index < kGenerationNames.size() ? kGenerationNames[index] : "?";
 }
 
 }  // namespace ddprun::rendezvous::store
