@@ -52,7 +52,11 @@ bool parse_int(std::string_view text, int64_t& out) {
   return ec == std::errc{} && ptr == text.data() + text.size();
 }
 
-void check_same_nnodes(const std::vector<NodeRecord>& records) {
+// A round's records must be there and agree on --nnodes before ranks can follow from them.
+void check_participants(const std::vector<NodeRecord>& records) {
+  if (records.empty()) {
+    throw RendezvousError("a round without participants");
+  }
   for (std::size_t i = 1; i < records.size(); ++i) {
     const auto& a = records.front();
     const auto& b = records[i];
@@ -189,10 +193,7 @@ Assignment decode_assignment(std::string_view text) {
 
 std::vector<Assignment> assign_dynamic_ranks(const std::vector<NodeRecord>& records,
                                              int restart_count) {
-  if (records.empty()) {
-    throw RendezvousError("a round without participants");
-  }
-  check_same_nnodes(records);
+  check_participants(records);
   std::vector<std::size_t> order(records.size());
   std::iota(order.begin(), order.end(), std::size_t{0});
   std::vector<int> hint_or_last(records.size());
@@ -210,10 +211,7 @@ std::vector<Assignment> assign_dynamic_ranks(const std::vector<NodeRecord>& reco
 
 std::vector<Assignment> assign_static_ranks(const std::vector<NodeRecord>& records,
                                             int restart_count) {
-  if (records.empty()) {
-    throw RendezvousError("a round without participants");
-  }
-  check_same_nnodes(records);
+  check_participants(records);
   std::vector<std::size_t> order(records.size());
   for (std::size_t i = 0; i < records.size(); ++i) {
     if (records[i].rank_hint != static_cast<int>(i)) {

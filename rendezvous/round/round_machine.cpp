@@ -5,6 +5,7 @@
 #include "rendezvous/round/round_machine.hpp"
 
 #include <algorithm>
+#include <array>
 
 #include "rendezvous/round/digest_text.hpp"
 #include "rendezvous/round/reply.hpp"
@@ -362,31 +363,12 @@ std::optional<double> RoundMachine::next_deadline() const {
 }
 
 const char* RoundMachine::phase_name() const {
-  switch (phase_) {
-    case Phase::kIdle:
-      return "idle";
-    case Phase::kCheckingConfig:
-      return "checking-config";
-    case Phase::kJoining:
-      return "joining";
-    case Phase::kLate:
-      return "late";
-    case Phase::kStaticJoining:
-      return "static-joining";
-    case Phase::kForming:
-      return "forming";
-    case Phase::kRunning:
-      return "running";
-    case Phase::kExitBarrier:
-      return "exit-barrier";
-    case Phase::kClosing:
-      return "closing";
-    case Phase::kLeaving:
-      return "leaving";
-    case Phase::kDone:
-      return "done";
-  }
-  return "?";
+  // In the order of Phase.
+  static constexpr std::array<const char*, 11> kNames = {
+      "idle",         "checking-config", "joining", "late", "static-joining", "forming", "running",
+      "exit-barrier", "closing",         "leaving", "done"};
+  static_assert(kNames.size() == static_cast<std::size_t>(Phase::kDone) + 1);
+  return kNames[static_cast<std::size_t>(phase_)];
 }
 
 std::string RoundMachine::digest() const {

@@ -4,6 +4,8 @@
 #include <cctype>
 #include <charconv>
 #include <cmath>
+#include <iterator>
+#include <string_view>
 
 #include "rendezvous/round/round_info.hpp"
 
@@ -49,25 +51,32 @@ bool parse_bool(const std::string& key, const std::string& text) {
                       "1, true, t, yes, y or 0, false, f, no, n");
 }
 
+// The keys whose values are seconds, and the setting each sets.
+struct SecondsKey {
+  std::string_view key;
+  double RdzvSettings::*field;
+  bool zero_allowed;
+};
+constexpr SecondsKey kSecondsKeys[] = {
+    {"join_timeout", &RdzvSettings::join_timeout_s, false},
+    {"last_call_timeout", &RdzvSettings::last_call_timeout_s, true},
+    {"close_timeout", &RdzvSettings::close_timeout_s, false},
+    {"keep_alive_interval", &RdzvSettings::keep_alive_interval_s, false},
+    {"heartbeat_timeout", &RdzvSettings::heartbeat_timeout_s, false},
+    {"read_timeout", &RdzvSettings::read_timeout_s, false},
+};
+
 }  // namespace
 
 RdzvSettings parse_rdzv_settings(const std::map<std::string, std::string>& rdzv_conf) {
   RdzvSettings settings;
   for (const auto& [key, value] : rdzv_conf) {
-    if (key == "join_timeout") {
-      settings.join_timeout_s = parse_seconds(key, value);
-    } else if (key == "last_call_timeout") {
-      settings.last_call_timeout_s = parse_seconds(key, value, /*zero_allowed=*/true);
-    } else if (key == "close_timeout") {
-      settings.close_timeout_s = parse_seconds(key, value);
-    } else if (key == "keep_alive_interval") {
-      settings.keep_alive_interval_s = parse_seconds(key, value);
+    const auto seconds = std::find_if(std::begin(kSecondsKeys), std::end(kSecondsKeys),
+                                      [&](const SecondsKey& entry) { return key == entry.key; });
+    if (seconds != std::end(kSecondsKeys)) {
+      settings.*(seconds->field) = parse_seconds(key, value, seconds->zero_allowed);
     } else if (key == "keep_alive_max_attempt") {
       settings.keep_alive_max_attempt = parse_count(key, value);
-    } else if (key == "heartbeat_timeout") {
-      settings.heartbeat_timeout_s = parse_seconds(key, value);
-    } else if (key == "read_timeout") {
-      settings.read_timeout_s = parse_seconds(key, value);
     } else if (key == "is_host") {
       settings.is_host = parse_bool(key, value);
     }
