@@ -6,6 +6,8 @@
 namespace ddprun::train {
 
 struct ModelDims {
+  friend bool operator==(const ModelDims&, const ModelDims&) = default;
+
   int64_t vocab_size = 0;
   int64_t block_size = 0;
   int64_t n_layer = 0;

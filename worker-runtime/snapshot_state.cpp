@@ -341,6 +341,14 @@ RestoredSnapshot restore_snapshot(const SnapshotFile& snapshot, const std::strin
 
   // The model's dimensions first, so a snapshot of another configuration is named as such.
   const auto ours = static_cast<const ModelDims&>(model.shape());
+  const auto require_dims = [&](const ModelDims& theirs, const ModelDims& expected) {
+    if (theirs != expected) {
+      read.fail("it holds a model with " + dims_text(theirs) + " but this run builds " +
+                dims_text(expected) +
+                " (gpt_config and data_config's path, truncate and block_size must match the run "
+                "that wrote it)");
+    }
+  };
   const auto record = resume_record_of(snapshot, top, read);
   if (record) {
     if (record->position.finished_epoch != restored.position.finished_epoch) {
@@ -348,27 +356,13 @@ RestoredSnapshot restore_snapshot(const SnapshotFile& snapshot, const std::strin
                 std::to_string(record->position.finished_epoch) + " but finished_epoch is " +
                 std::to_string(restored.position.finished_epoch) + " (the dict was edited?)");
     }
-    const auto& theirs = record->model;
-    if (theirs.vocab_size != ours.vocab_size || theirs.block_size != ours.block_size ||
-        theirs.n_layer != ours.n_layer || theirs.n_head != ours.n_head ||
-        theirs.n_embd != ours.n_embd) {
-      read.fail("it holds a model with " + dims_text(theirs) + " but this run builds " +
-                dims_text(ours) +
-                " (gpt_config and data_config's path, truncate and block_size must match the run "
-                "that wrote it)");
-    }
+    require_dims(record->model, ours);
     restored.position = record->position;
     restored.has_resume_record = true;
   } else if (const auto theirs = dims_from_state(model_state)) {
     auto compared = ours;
     compared.n_head = 0;  // a state_dict does not reveal it
-    if (theirs->vocab_size != ours.vocab_size || theirs->block_size != ours.block_size ||
-        theirs->n_layer != ours.n_layer || theirs->n_embd != ours.n_embd) {
-      read.fail("it holds a model with " + dims_text(*theirs) + " but this run builds " +
-                dims_text(compared) +
-                " (gpt_config and data_config's path, truncate and block_size must match the run "
-                "that wrote it)");
-    }
+    require_dims(*theirs, compared);
   }
 
   // Model: strict, like load_state_dict(strict=True).
