@@ -16,8 +16,8 @@ using namespace std::chrono_literals;
 using namespace ddprun::slurm_test;
 
 TEST_CASE("a hung trainer under srun ddprun --watchdog-timeout restarts inside the allocation") {
-  constexpr int kEpochs = 3;
   SlurmCluster cluster;
+  constexpr int kEpochs = 3;
   const auto training = start_two_node_training(
       cluster, {"--watchdog-timeout", "3", "--max_restarts", "1"}, kEpochs, 60);
 
