@@ -8,13 +8,10 @@
 //            keep_alive_max_attempt), printed beside it.
 // With --etcd ENDPOINTS the agents use the etcd backend against that cluster instead (each
 // simulation under a run id of its own); a crashed agent's lease then expires after its TTL.
-// Usage: rendezvous_sim --store PATH [--etcd ENDPOINTS] [--agents 1024,4096,16384]
+// Usage: rendezvous_sim [--etcd ENDPOINTS] [--agents 1024,4096,16384]
 //        [--repeats 3] [--no-crash]
 
 #include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -29,8 +26,7 @@
 
 #include "agent/headless_agent.hpp"
 #include "rendezvous/backends/etcd/etcd_options.hpp"
-
-extern char** environ;
+#include "tests/rendezvous/child_process.hpp"
 
 namespace {
 
@@ -44,48 +40,6 @@ constexpr int kKeepAliveAttempts = 2;
 double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
-
-// ddprun-store on a free loopback port, stopped on destruction.
-class StoreProcess {
- public:
-  explicit StoreProcess(const std::string& binary) {
-    int out[2];
-    if (::pipe(out) != 0) {
-      throw std::runtime_error("pipe failed");
-    }
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
-    posix_spawn_file_actions_addclose(&actions, out[0]);
-    std::vector<std::string> args = {binary, "--host", "127.0.0.1", "--port", "0"};
-    std::vector<char*> argv;
-    for (auto& a : args) {
-      argv.push_back(a.data());
-    }
-    argv.push_back(nullptr);
-    if (posix_spawn(&pid_, binary.c_str(), &actions, nullptr, argv.data(), environ) != 0) {
-      throw std::runtime_error("cannot start " + binary);
-    }
-    posix_spawn_file_actions_destroy(&actions);
-    ::close(out[1]);
-    std::string line;
-    char c = 0;
-    while (::read(out[0], &c, 1) == 1 && c != '\n') {
-      line.push_back(c);
-    }
-    ::close(out[0]);
-    port_ = static_cast<uint16_t>(std::stoi(line.substr(line.rfind(':') + 1)));
-  }
-  ~StoreProcess() {
-    ::kill(pid_, SIGKILL);
-    ::waitpid(pid_, nullptr, 0);
-  }
-  uint16_t port() const { return port_; }
-
- private:
-  pid_t pid_ = -1;
-  uint16_t port_ = 0;
-};
 
 // Where the agents meet: a ddprun-store this process started, or an etcd cluster.
 struct Meeting {
@@ -131,12 +85,11 @@ struct Sample {
 
 class Simulation {
  public:
-  Simulation(const std::string& store_binary, const std::string& etcd_endpoints, int nodes)
-      : nodes_(nodes) {
+  Simulation(const std::string& etcd_endpoints, int nodes) : nodes_(nodes) {
     Meeting meeting;
     if (etcd_endpoints.empty()) {
-      store_.emplace(store_binary);
-      meeting.store_port = store_->port();
+      store_.emplace();  // the ddprun-store built beside this program, as the tests start it
+      meeting.store_port = store_->port;
     } else {
       // Keys of earlier simulations stay in etcd: a fresh run id keeps them apart.
       meeting.etcd_endpoints = etcd_endpoints;
@@ -209,7 +162,7 @@ class Simulation {
     }
   }
 
-  std::optional<StoreProcess> store_;
+  std::optional<rendezvous::store::testing::StoreDaemon> store_;
   int nodes_;
   boost::asio::io_context io_;
   std::vector<std::unique_ptr<agent::HeadlessAgent>> agents_;
@@ -233,16 +186,13 @@ std::vector<int> parse_list(const std::string& text) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string store = "ddprun-store";
   std::string etcd;
   std::vector<int> sizes = {256, 1024, 4096, 16384};
   int repeats = 3;
   bool crash = true;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
-    if (arg == "--store" && i + 1 < argc) {
-      store = argv[++i];
-    } else if (arg == "--etcd" && i + 1 < argc) {
+    if (arg == "--etcd" && i + 1 < argc) {
       etcd = argv[++i];
     } else if (arg == "--agents" && i + 1 < argc) {
       sizes = parse_list(argv[++i]);
@@ -251,7 +201,7 @@ int main(int argc, char** argv) {
     } else if (arg == "--no-crash") {
       crash = false;
     } else {
-      std::cerr << "usage: rendezvous_sim --store PATH [--etcd ENDPOINTS] [--agents N,N,...] "
+      std::cerr << "usage: rendezvous_sim [--etcd ENDPOINTS] [--agents N,N,...] "
                    "[--repeats R] [--no-crash]\n";
       return 2;
     }
@@ -267,7 +217,7 @@ int main(int argc, char** argv) {
     std::vector<double> form, leave, killed;
     try {
       for (int r = 0; r < repeats; ++r) {
-        Simulation sim(store, etcd, n);
+        Simulation sim(etcd, n);
         const Sample s = sim.run(crash && n >= 3);
         form.push_back(s.form_s);
         leave.push_back(s.leave_s);

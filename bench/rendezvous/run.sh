@@ -54,4 +54,4 @@ for endpoint in sys.argv[1].split(","):
 PY
   sim_args=(--etcd "$endpoints")
 fi
-"$build/bin/rendezvous_sim" --store "$build/bin/ddprun-store" "${sim_args[@]}" "$@"
+"$build/bin/rendezvous_sim" "${sim_args[@]}" "$@"
