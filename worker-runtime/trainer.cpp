@@ -282,6 +282,18 @@ TrainOutcome run_training(const TrainerInputs& inputs, std::ostream& out) {
       (trainer.max_epochs - position.finished_epoch) * steps_per_epoch - position.steps_into_epoch;
   int64_t steps_done = 0;
   double train_seconds = 0.0;
+  // What a step line and an epoch summary both report, as of now.
+  const auto progress_at = [&](int64_t epoch, int64_t step) {
+    ProgressSample sample;
+    sample.epoch = epoch;
+    sample.max_epochs = trainer.max_epochs;
+    sample.step = step;
+    sample.steps_in_epoch = steps_per_epoch;
+    sample.global_step = steps_done;
+    sample.elapsed_seconds = seconds_since(run_start);
+    sample.eta_seconds = estimate_eta(train_seconds, steps_done, steps_total - steps_done);
+    return sample;
+  };
   ProgressHeartbeat heartbeat = ProgressHeartbeat::from_environment();  // --watchdog-timeout
   model->train();
   for (int64_t epoch = position.finished_epoch + 1; epoch <= trainer.max_epochs; ++epoch) {
@@ -332,17 +344,10 @@ TrainOutcome run_training(const TrainerInputs& inputs, std::ostream& out) {
 
       if (leader && ((step + 1) % trainer.log_every == 0 || step + 1 == steps_per_epoch)) {
         const double window = seconds_since(window_start);
-        ProgressSample sample;
-        sample.epoch = epoch;
-        sample.max_epochs = trainer.max_epochs;
-        sample.step = step + 1;
-        sample.steps_in_epoch = steps_per_epoch;
-        sample.global_step = steps_done;
+        ProgressSample sample = progress_at(epoch, step + 1);
         sample.train_loss = last_loss;
         sample.tokens_per_second =
             window > 0 ? static_cast<double>(window_steps * tokens_per_step) / window : 0.0;
-        sample.elapsed_seconds = seconds_since(run_start);
-        sample.eta_seconds = estimate_eta(train_seconds, steps_done, steps_total - steps_done);
         say(progress_line(sample));
         metrics.write(metrics_json_line(sample, "step"));
         window_start = Clock::now();
@@ -382,18 +387,11 @@ TrainOutcome run_training(const TrainerInputs& inputs, std::ostream& out) {
     eval = eval.cpu();
     const auto sums = eval.accessor<double, 1>();
 
-    ProgressSample summary;
-    summary.epoch = epoch;
-    summary.max_epochs = trainer.max_epochs;
-    summary.step = steps_per_epoch;
-    summary.steps_in_epoch = steps_per_epoch;
-    summary.global_step = steps_done;
+    ProgressSample summary = progress_at(epoch, steps_per_epoch);
     summary.train_loss = epoch_steps > 0 ? epoch_loss_sum / static_cast<double>(epoch_steps) : 0.0;
     summary.eval_loss = sums[1] > 0 ? sums[0] / sums[1] : 0.0;
     summary.tokens_per_second =
         train_seconds > 0 ? static_cast<double>(steps_done * tokens_per_step) / train_seconds : 0.0;
-    summary.elapsed_seconds = seconds_since(run_start);
-    summary.eta_seconds = estimate_eta(train_seconds, steps_done, steps_total - steps_done);
     say(epoch_summary_line(summary));
     metrics.write(metrics_json_line(summary, "epoch"));
 
