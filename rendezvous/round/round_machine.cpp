@@ -363,10 +363,10 @@ std::optional<double> RoundMachine::next_deadline() const {
 }
 
 const char* RoundMachine::phase_name() const {
-  // In the order of Phase.
-  static constexpr std::array<const char*, 11> kNames = {
-      "idle",         "checking-config", "joining", "late", "static-joining", "forming", "running",
-      "exit-barrier", "closing",         "leaving", "done"};
+  // In the order of Phase, sized by the list so that the static_assert catches a missing name.
+  static constexpr auto kNames = std::to_array<const char*>(
+      {"idle", "checking-config", "joining", "late", "static-joining", "forming", "running",
+       "exit-barrier", "closing", "leaving", "done"});
   static_assert(kNames.size() == static_cast<std::size_t>(Phase::kDone) + 1);
   return kNames[static_cast<std::size_t>(phase_)];
 }

@@ -25,15 +25,16 @@ constexpr std::array kG2Commands{
     Command::queue_len,   Command::list_keys, Command::barrier,
 };
 
-// Names as PyTorch's TCPStore spells them, in the order of Command.
-constexpr std::array<std::string_view, 20> kCommandNames{
+// Names as PyTorch's TCPStore spells them, in the order of Command (sized by the list, so the
+// static_assert catches a command added to one and not the other).
+constexpr auto kCommandNames = std::to_array<std::string_view>({
     "VALIDATE",   "SET",        "COMPARE_SET", "GET",       "ADD",       "CHECK",     "WAIT",
     "GETNUMKEYS", "WATCH_KEY",  "DELETE_KEY",  "APPEND",    "MULTI_GET", "MULTI_SET", "CANCEL_WAIT",
     "PING",       "QUEUE_PUSH", "QUEUE_POP",   "QUEUE_LEN", "LIST_KEYS", "BARRIER",
-};
+});
 static_assert(kCommandNames.size() == static_cast<std::size_t>(Command::barrier) + 1);
 
-constexpr std::array<std::string_view, 3> kGenerationNames{"G0", "G1", "G2"};
+constexpr auto kGenerationNames = std::to_array<std::string_view>({"G0", "G1", "G2"});
 static_assert(kGenerationNames.size() == static_cast<std::size_t>(WireGeneration::g2) + 1);
 
 std::span<const Command> table_for(WireGeneration generation) {
