@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The GPU check: on one GPU machine, in a few minutes, builds ddprun-train against that machine's
-# PyTorch (CUDA, NCCL), trains it for one rank on cuda:0 through ProcessGroupNCCL on a
-# GPT-2-small-like shape, then trains bench/train's Python trainer (PyTorch DDP over NCCL) on the
-# same shape and data, both under that machine's torchrun, and prints tokens/s of both and the
-# ratio.
+# PyTorch (CUDA, NCCL) and trains it for one rank on cuda:0 through ProcessGroupNCCL beside
+# bench/train's Python trainer (PyTorch DDP over NCCL), all under that machine's torchrun, on the
+# same data: (i) minGPT-ddp's own configuration with use_amp against the example's trainer logic;
+# (ii) GPT-2 small's shape in bf16 at batch 16 and 64 against PyTorch's best eager and
+# torch.compile. Prints tokens/s, MFU and peak memory of each, and the ratios.
 #
 #   scripts/gpu-check.sh --prepare   On the project machine (scripts/install-deps.sh runs it):
 #                                    copies into .gpu-deps/ what a GPU machine's image lacks, from
@@ -13,9 +14,10 @@
 #                                    python3 with a CUDA build of torch, CMake, ninja or make, nvcc
 #                                    and a C++20 g++; no network.
 # Environment: PYTHON (default python3: the one holding the machine's torch), STEPS (training
-# steps of each trainer, default 60), SHAPE (block,n_layer,n_head,n_embd,batch per rank; default
-# 1024,12,12,768,16: GPT-2 small's depth, width and context), DDPRUN_GPU_CHECK_ALLOW_CPU=1 (run
-# without a GPU, on Gloo: only for testing this script on a machine that has none).
+# steps of each run, default 40), SHAPE (block,n_layer,n_head,n_embd of (ii); default
+# 1024,12,12,768: GPT-2 small's depth, width and context), GPT2_BATCHES (default "16 64"),
+# MINGPT_SHAPE (default 128,8,8,512,216), BUILD (default build-gpu), DDPRUN_GPU_CHECK_ALLOW_CPU=1
+# (run without a GPU, on Gloo: only for testing this script on a machine that has none).
 # Exit status: 0 when both trainers ran (and ddprun-train used NCCL), else 1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -45,8 +47,8 @@ fi
 [[ -d $deps ]] || die "$deps is missing: run scripts/gpu-check.sh --prepare on the project machine and carry $deps along"
 
 python=$(command -v "${PYTHON:-python3}") || die "no ${PYTHON:-python3}"
-steps=${STEPS:-60}
-IFS=, read -r block n_layer n_head n_embd batch <<<"${SHAPE:-1024,12,12,768,16}"
+steps=${STEPS:-40}
+IFS=, read -r block n_layer n_head n_embd <<<"${SHAPE:-1024,12,12,768}"
 readonly log_every=10 seed=1337
 start=$SECONDS
 
@@ -61,7 +63,7 @@ echo "gpu-check: torch $torch_version (CUDA $torch_cuda), $gpus GPU(s): ${gpu_na
 
 # 1. Build ddprun-train against this torch (only the trainer: no Boost or Catch2 here). Warnings
 # stay warnings: this machine's compiler is not the one the project is developed with.
-build=build-gpu
+build=${BUILD:-build-gpu}
 mkdir -p "$build"
 generator=()
 command -v ninja >/dev/null && generator=(-G Ninja)
@@ -75,48 +77,104 @@ cmake --build "$build" --target ddprun-train -j "$(nproc)" >"$build/build.log" 2
 build_seconds=$((SECONDS - start))
 echo "gpu-check: built $build/bin/ddprun-train in ${build_seconds} s"
 
-# 2. The same data for both: the default corpus's generator at tinyshakespeare's size, of which
-# both trainers keep the first 5%.
+# 2. The same data for every run: the default corpus's generator at tinyshakespeare's size, of
+# which every trainer keeps the first 5%.
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 "$python" worker-runtime/data/generate_corpus.py --chars 1115394 --output "$work/corpus.txt"
 torchrun=("$python" -m torch.distributed.run --standalone --nproc_per_node 1)
-
-# 3. ddprun-train, 1 rank; tokens/s is the median of its log windows after the first (warm-up).
-(cd "$work" && "${torchrun[@]}" --no_python "$root/$build/bin/ddprun-train" \
-  data_config.path="$work/corpus.txt" data_config.truncate=0.05 data_config.block_size="$block" \
-  gpt_config.n_layer="$n_layer" gpt_config.n_head="$n_head" gpt_config.n_embd="$n_embd" \
-  trainer_config.batch_size="$batch" trainer_config.steps_per_epoch="$steps" \
-  trainer_config.max_epochs=1 trainer_config.eval_batches=1 trainer_config.log_every=$log_every \
-  trainer_config.seed=$seed trainer_config.snapshot_path="$work/snapshot.pt" \
-  optimizer_config.learning_rate=0.003 --metrics "$work/metrics.jsonl") >"$work/ours.log" 2>&1 ||
-  { cat "$work/ours.log"; die "ddprun-train failed"; }
-grep -m1 "rank(s) on" "$work/ours.log"
-if [[ $gpus -gt 0 ]] && ! grep -q "rank(s) on cuda:0 (collectives: nccl)" "$work/ours.log"; then
-  die "ddprun-train did not train on cuda:0 through NCCL"
-fi
-ours=$("$python" -c '
-import json, statistics, sys
-rates = [r["tokens_per_second"] for r in map(json.loads, open(sys.argv[1])) if r["kind"] == "step"]
-print(f"{statistics.median(rates[1:] or rates):.0f}")' "$work/metrics.jsonl")
-
-# 4. bench/train's Python trainer on the same shape, data, batch, steps and seed.
-(cd "$work" && "${torchrun[@]}" "$root/bench/train/python_trainer.py" "$work/corpus.txt" \
-  "$block" "$n_layer" "$n_head" "$n_embd" "$batch" "$steps" $log_every $seed) \
-  >"$work/python.log" 2>&1 || { cat "$work/python.log"; die "the Python trainer failed"; }
-theirs=$("$python" -c '
-import json, sys
-rate = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])["tokens_per_second"]
-print(f"{rate:.0f}")' "$work/python.log")
-
-echo
-echo "GPU check: ${gpu_name//_/ }, torch $torch_version (CUDA $torch_cuda), 1 rank"
-echo "shape: $n_layer layers x $n_embd wide, $n_head heads, block $block, batch $batch," \
-  "$steps steps, fp32, median tokens/s of $log_every-step windows after the first"
 backend=NCCL
 [[ $gpus -gt 0 ]] || backend="CPU, no GPU"
-printf '| %-40s | %12s |\n' "trainer" "tokens/s" "ddprun-train (LibTorch C++, $backend)" "$ours" \
-  "python_trainer.py (PyTorch DDP, $backend)" "$theirs"
-printf '| %-40s | %12s |\n' "ratio ddprun-train / PyTorch" \
-  "$("$python" -c "print(f'{$ours / $theirs:.2f}')")"
+
+# ddprun SHAPE PRECISION USE_AMP: ddprun-train, 1 rank; prints "tokens/s peak_bytes precision",
+# tokens/s being the median of its log windows after the first (warm-up).
+ddprun() {
+  local block n_layer n_head n_embd batch
+  IFS=, read -r block n_layer n_head n_embd batch <<<"$1"
+  rm -f "$work/snapshot.pt" "$work/metrics.jsonl"
+  (cd "$work" && "${torchrun[@]}" --no_python "$root/$build/bin/ddprun-train" \
+    data_config.path="$work/corpus.txt" data_config.truncate=0.05 data_config.block_size="$block" \
+    gpt_config.n_layer="$n_layer" gpt_config.n_head="$n_head" gpt_config.n_embd="$n_embd" \
+    trainer_config.batch_size="$batch" trainer_config.steps_per_epoch="$steps" \
+    trainer_config.max_epochs=1 trainer_config.eval_batches=1 trainer_config.log_every=$log_every \
+    trainer_config.seed=$seed trainer_config.snapshot_path="$work/snapshot.pt" \
+    trainer_config.precision="$2" trainer_config.use_amp="$3" \
+    optimizer_config.learning_rate=0.003 --metrics "$work/metrics.jsonl") >"$work/ours.log" 2>&1 ||
+    { cat "$work/ours.log" >&2; die "ddprun-train failed ($1, $2)"; }
+  if [[ $gpus -gt 0 ]] && ! grep -q "rank(s) on cuda:0 (collectives: nccl)" "$work/ours.log"; then
+    die "ddprun-train did not train on cuda:0 through NCCL"
+  fi
+  "$python" -c '
+import json, statistics, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+rates = [r["tokens_per_second"] for r in lines if r["kind"] == "step"]
+peak = max(r.get("peak_memory_bytes", 0) for r in lines)
+ran = open(sys.argv[2]).read().split("ddprun-train: precision ", 1)[1].split(" ", 1)[0]
+print(f"{statistics.median(rates[1:] or rates):.0f} {peak} {ran}")' "$work/metrics.jsonl" "$work/ours.log"
+}
+
+# reference SHAPE VARIANT PRECISION: bench/train's Python trainer (PyTorch DDP) on the same shape,
+# data, batch, steps and seed; prints "tokens/s peak_bytes".
+reference() {
+  local block n_layer n_head n_embd batch
+  IFS=, read -r block n_layer n_head n_embd batch <<<"$1"
+  (cd "$work" && "${torchrun[@]}" "$root/bench/train/python_trainer.py" "$work/corpus.txt" \
+    "$block" "$n_layer" "$n_head" "$n_embd" "$batch" "$steps" $log_every $seed \
+    --variant "$2" --precision "$3") >"$work/python.log" 2>&1 ||
+    { cat "$work/python.log" >&2; die "the Python trainer failed ($1, $2, $3)"; }
+  "$python" -c '
+import json, sys
+r = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
+print("%.0f %d" % (r["tokens_per_second"], r["peak_memory_bytes"]))' "$work/python.log"
+}
+
+# row SHAPE NAME TOKENS PEAK [RATIO_TO]: one table row with MFU. FLOPs per token 6N + 12*L*d*T
+# (PaLM's appendix B, nanoGPT's estimate_mfu): N the non-embedding parameters (blocks of
+# minGPT-ddp's layout, 13d^2 + 14d each, final LayerNorm, head), against 989 TFLOP/s (H100/H200
+# SXM dense bf16) whatever the precision, so fp32 rows read low on purpose.
+row() {
+  "$python" -c '
+import sys
+shape, name, tokens, peak = sys.argv[1], sys.argv[2], float(sys.argv[3]), int(sys.argv[4])
+block, layers, heads, width, batch = map(int, shape.split(","))
+vocab = 65
+n = layers * (13 * width * width + 14 * width) + 2 * width + width * vocab
+flops = 6 * n + 12 * layers * width * block
+mfu = tokens * flops / 989e12
+ratio = f"{tokens / float(sys.argv[5]):.2f}" if len(sys.argv) > 5 else ""
+print(f"| {name:44} | {tokens:10.0f} | {100 * mfu:5.1f}% | {peak / 2**30:7.2f} | {ratio:>5} |")
+' "$@"
+}
+
+header() {
+  echo
+  echo "$1"
+  printf '| %-44s | %10s | %6s | %7s | %5s |\n' "trainer" "tokens/s" "MFU" "GiB" "ratio"
+}
+
+# (i) minGPT-ddp's own configuration (gpt2_train_cfg.yaml: 8 layers, 8 heads, 512 wide, block
+# 128, batch 216, use_amp): ddprun-train with use_amp against the example's trainer logic
+# (autocast fp16 + GradScaler, default AdamW, loss.item() every step).
+mingpt=${MINGPT_SHAPE:-128,8,8,512,216}
+read -r m_ours m_ours_peak m_prec < <(ddprun "$mingpt" auto true)
+read -r m_ex m_ex_peak < <(reference "$mingpt" example fp16)
+header "(i) minGPT-ddp's configuration ($mingpt as block,layers,heads,width,batch), $steps steps, $backend"
+row "$mingpt" "ddprun-train, use_amp ($m_prec)" "$m_ours" "$m_ours_peak" "$m_ex"
+row "$mingpt" "minGPT-ddp's trainer logic (fp16 + GradScaler)" "$m_ex" "$m_ex_peak"
+
+# (ii) GPT-2 small's shape in bf16 at two batch sizes: ddprun-train against PyTorch's best eager
+# (SDPA, fused AdamW, no per-step sync) and the same under torch.compile.
+for batch in ${GPT2_BATCHES:-16 64}; do
+  shape="$block,$n_layer,$n_head,$n_embd,$batch"
+  read -r g_ours g_ours_peak g_prec < <(ddprun "$shape" bf16 false)
+  read -r g_best g_best_peak < <(reference "$shape" best bf16)
+  read -r g_comp g_comp_peak < <(reference "$shape" compiled bf16)
+  header "(ii) GPT-2 small's shape ($shape), $steps steps, $backend; ratio: ddprun-train / that row"
+  row "$shape" "ddprun-train ($g_prec)" "$g_ours" "$g_ours_peak"
+  row "$shape" "PyTorch DDP best eager (bf16)" "$g_best" "$g_best_peak" "$g_ours"
+  row "$shape" "PyTorch DDP torch.compile (bf16)" "$g_comp" "$g_comp_peak" "$g_ours"
+done
+echo
+echo "GPU check: ${gpu_name//_/ }, torch $torch_version (CUDA $torch_cuda), 1 rank; tokens/s: median"
+echo "of $log_every-step windows after the first; GiB: peak allocated on the device"
 echo "total ${SECONDS} s (build ${build_seconds} s)"

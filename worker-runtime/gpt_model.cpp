@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <set>
 
 #include "fast_dropout.hpp"
@@ -46,24 +45,19 @@ SelfAttentionImpl::SelfAttentionImpl(int64_t n_embd, int64_t n_head, double drop
   torch::nn::init::xavier_uniform_(in_proj_weight_);
 }
 
-torch::Tensor SelfAttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& future) {
+torch::Tensor SelfAttentionImpl::forward(const torch::Tensor& x) {
   const int64_t batch = x.size(0);
   const int64_t length = x.size(1);
   const int64_t width = x.size(2);
   const int64_t head_width = width / n_head_;
-  // As nn.MultiheadAttention computes it: heads folded into the batch, q scaled before the
-  // product, and the causal mask added inside the product (one baddbmm, no masked copy).
+  // (3, batch, heads, length, head_width): the layout scaled_dot_product_attention takes, so that
+  // CUDA picks a flash, cuDNN or memory-efficient kernel and the CPU its own.
   const auto qkv = at::linear(x, in_proj_weight_, in_proj_bias_)
                        .view({batch, length, 3, n_head_, head_width})
-                       .permute({2, 0, 3, 1, 4})
-                       .reshape({3, batch * n_head_, length, head_width});
-  const auto q = qkv[0] * (1.0 / std::sqrt(static_cast<double>(head_width)));
-  const auto additive_mask = torch::zeros({length, length}, x.options().requires_grad(false))
-                                 .masked_fill_(future, -std::numeric_limits<float>::infinity());
-  auto weights = torch::softmax(torch::baddbmm(additive_mask, q, qkv[1].transpose(1, 2)), -1);
-  weights = fast_dropout(weights, dropout_, is_training());
-  const auto mixed = torch::bmm(weights, qkv[2])
-                         .view({batch, n_head_, length, head_width})
+                       .permute({2, 0, 3, 1, 4});
+  const auto mixed = at::scaled_dot_product_attention(qkv[0], qkv[1], qkv[2], /*attn_mask=*/{},
+                                                      is_training() ? dropout_ : 0.0,
+                                                      /*is_causal=*/true)
                          .transpose(1, 2)
                          .reshape({batch, length, width});
   return fused_linear(mixed, *out_proj_);
@@ -78,11 +72,7 @@ AttentionLayerImpl::AttentionLayerImpl(const GptShape& shape) {
 }
 
 torch::Tensor AttentionLayerImpl::forward(const torch::Tensor& x) {
-  const int64_t length = x.size(1);
-  // True where a position would look at a later one.
-  const auto future = mask_.index({0, 0}).narrow(0, 0, length).narrow(1, 0, length) == 0;
-  return fast_dropout(fused_linear(attn_(x, future), *c_proj_), resid_drop_->options.p(),
-                      is_training());
+  return fast_dropout(fused_linear(attn_(x), *c_proj_), resid_drop_->options.p(), is_training());
 }
 
 BlockImpl::BlockImpl(const GptShape& shape) {

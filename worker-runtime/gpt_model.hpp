@@ -1,8 +1,9 @@
 #pragma once
 // minGPT-ddp's model (pytorch/examples distributed/minGPT-ddp/mingpt/model.py) with the same
-// module tree, parameter names and initialisation, but with a causal attention mask: the example
-// adds tril(ones) to the logits, which masks nothing (see shared/reference/mingpt_ddp.md §1.2).
-// The `mask` buffer keeps the example's tril(ones) values so state_dicts stay interchangeable.
+// module tree, parameter names and initialisation, but causal: the example adds tril(ones) to
+// the attention logits, which masks nothing. Attention is scaled_dot_product_attention with
+// is_causal; the `mask` buffer keeps the example's tril(ones) values only so that state_dicts
+// stay interchangeable.
 #include <torch/torch.h>
 
 #include <string>
@@ -32,11 +33,11 @@ class EmbeddingStemImpl : public torch::nn::Module {
 TORCH_MODULE(EmbeddingStem);
 
 // torch.nn.MultiheadAttention's parameters (in_proj_weight, in_proj_bias, out_proj) computing
-// batch-first self-attention with a boolean "future" mask.
+// batch-first causal self-attention, with the example's attention dropout while training.
 class SelfAttentionImpl : public torch::nn::Module {
  public:
   SelfAttentionImpl(int64_t n_embd, int64_t n_head, double dropout);
-  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& future);
+  torch::Tensor forward(const torch::Tensor& x);
 
  private:
   int64_t n_head_;

@@ -1,6 +1,6 @@
 // ddprun-train: `ddprun [launcher options] train [config] [section.key=value ...]`.
 // Reads the torchrun worker environment, the configuration (a preset, a YAML/JSON file, and
-// overrides), and trains; SIGTERM (or SIGINT) stops after the current step with a snapshot.
+// overrides), and trains; SIGTERM (or SIGINT) stops at the ranks' next vote with a snapshot.
 #include <poll.h>
 #include <signal.h>
 #include <sys/signalfd.h>
@@ -38,7 +38,11 @@ const char* const kUsage =
     "  overrides, e.g. trainer_config.max_epochs=2 gpt_config.n_layer=4\n"
     "  --metrics PATH   append progress as JSON lines (trainer_config.metrics_path)\n"
     "Run under ddprun/torchrun (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, ...) or alone.\n"
-    "SIGTERM: finish the step, write the snapshot, exit 143.\n"
+    "  trainer_config.precision=auto|fp32|tf32|bf16|fp16   auto: use_amp's choice (bf16 on\n"
+    "           GPUs of compute capability 8.0+ and CPUs with native bf16, fp16 with loss\n"
+    "           scaling on older GPUs, fp32 otherwise); the start line says what runs and why\n"
+    "SIGTERM: the ranks agree to stop at their next vote (after the current step, or within\n"
+    "about half a second of short steps), write the snapshot, exit 143.\n"
     "Snapshots (trainer_config.snapshot_path) are minGPT-ddp's: either program resumes the\n"
     "other's. On resume the optimizer's learning rate and weight decay come from the snapshot.\n";
 

@@ -38,13 +38,19 @@ std::string epoch_summary_line(const ProgressSample& s) {
   if (s.eval_loss) {
     std::snprintf(eval, sizeof eval, "%.4f", *s.eval_loss);
   }
-  char text[256];
+  char memory[48] = "";
+  if (!s.peak_memory_kind.empty()) {
+    std::snprintf(memory, sizeof memory, " | peak %s %.0f MiB", s.peak_memory_kind.c_str(),
+                  static_cast<double>(s.peak_memory_bytes) / (1024.0 * 1024.0));
+  }
+  char text[320];
   std::snprintf(text, sizeof text,
                 "epoch %lld/%lld done | iter %lld | train loss %.4f | eval loss %s | %.0f tok/s | "
-                "elapsed %s | eta %s",
+                "elapsed %s | eta %s%s",
                 static_cast<long long>(s.epoch), static_cast<long long>(s.max_epochs),
                 static_cast<long long>(s.global_step), s.train_loss, eval, s.tokens_per_second,
-                format_duration(s.elapsed_seconds).c_str(), format_duration(s.eta_seconds).c_str());
+                format_duration(s.elapsed_seconds).c_str(), format_duration(s.eta_seconds).c_str(),
+                memory);
   return text;
 }
 
@@ -60,6 +66,10 @@ std::string metrics_json_line(const ProgressSample& s, const std::string& kind) 
                       {"elapsed_seconds", s.elapsed_seconds},
                       {"eta_seconds", s.eta_seconds}};
   j["eval_loss"] = s.eval_loss ? nlohmann::json(*s.eval_loss) : nlohmann::json(nullptr);
+  if (!s.peak_memory_kind.empty()) {
+    j["peak_memory_bytes"] = s.peak_memory_bytes;
+    j["peak_memory_kind"] = s.peak_memory_kind;
+  }
   return j.dump();
 }
 

@@ -18,6 +18,9 @@ struct ProgressSample {
   double tokens_per_second = 0.0;  // all ranks together
   double elapsed_seconds = 0.0;
   double eta_seconds = 0.0;
+  // Epoch summaries: this rank's peak memory so far ("GPU": allocated on the device; "RSS").
+  int64_t peak_memory_bytes = 0;
+  std::string peak_memory_kind;
 };
 
 std::string format_duration(double seconds);  // h:mm:ss or m:ss

@@ -244,8 +244,8 @@ torch::Tensor owned_copy(const torch::Tensor& loaded, std::unordered_set<const v
 
 }  // namespace
 
-std::unique_ptr<torch::optim::AdamW> make_adamw(GptImpl& model, const ParameterGroups& groups,
-                                                double learning_rate, double weight_decay) {
+std::unique_ptr<FusedAdamW> make_adamw(GptImpl& model, const ParameterGroups& groups,
+                                       double learning_rate, double weight_decay) {
   const auto named = parameters_by_name(model);
   auto group_of = [&](const std::vector<std::string>& names, double decay) {
     std::vector<torch::Tensor> params;
@@ -258,12 +258,12 @@ std::unique_ptr<torch::optim::AdamW> make_adamw(GptImpl& model, const ParameterG
   };
   std::vector<torch::optim::OptimizerParamGroup> param_groups{group_of(groups.decay, weight_decay),
                                                               group_of(groups.no_decay, 0.0)};
-  return std::make_unique<torch::optim::AdamW>(param_groups,
-                                               torch::optim::AdamWOptions(learning_rate));
+  return std::make_unique<FusedAdamW>(param_groups, torch::optim::AdamWOptions(learning_rate));
 }
 
-SnapshotParts make_snapshot(const GptImpl& model, const torch::optim::AdamW& optimizer,
+SnapshotParts make_snapshot(const GptImpl& model, FusedAdamW& optimizer,
                             const ParameterGroups& groups, const TrainingPosition& position) {
+  optimizer.sync_step_counts();
   auto model_state = make_dict();
   for (const auto& item : model.named_parameters()) {
     model_state.insert(item.key(), to_cpu(item.value()));
@@ -327,7 +327,7 @@ SnapshotParts make_snapshot(const GptImpl& model, const torch::optim::AdamW& opt
 }
 
 RestoredSnapshot restore_snapshot(const SnapshotFile& snapshot, const std::string& path,
-                                  GptImpl& model, torch::optim::AdamW& optimizer,
+                                  GptImpl& model, FusedAdamW& optimizer,
                                   const ParameterGroups& groups) {
   const SnapshotReader read(path);
   const auto top = read.dict(snapshot.content, "the top level");
@@ -457,6 +457,7 @@ RestoredSnapshot restore_snapshot(const SnapshotFile& snapshot, const std::strin
     target.copy_(source);
   }
   optimizer.state().clear();
+  optimizer.forget_step_counts();
   for (auto& [key, s] : states) {
     optimizer.state()[key] = std::move(s);
   }

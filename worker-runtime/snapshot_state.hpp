@@ -13,6 +13,7 @@
 
 #include <string>
 
+#include "fused_adamw.hpp"
 #include "gpt_model.hpp"
 #include "resume_record.hpp"
 #include "snapshot_io.hpp"
@@ -20,15 +21,16 @@
 namespace ddprun::train {
 
 // Builds the AdamW optimizer over `groups` (decay group first) with minGPT-ddp's settings.
-std::unique_ptr<torch::optim::AdamW> make_adamw(GptImpl& model, const ParameterGroups& groups,
-                                                double learning_rate, double weight_decay);
+std::unique_ptr<FusedAdamW> make_adamw(GptImpl& model, const ParameterGroups& groups,
+                                       double learning_rate, double weight_decay);
 
 struct SnapshotParts {
   c10::IValue content;        // the pickled dict
   std::string resume_record;  // encode_resume_record's JSON
 };
 
-SnapshotParts make_snapshot(const GptImpl& model, const torch::optim::AdamW& optimizer,
+// Brings the optimizer's step counts up to date first (fused_adamw.hpp).
+SnapshotParts make_snapshot(const GptImpl& model, FusedAdamW& optimizer,
                             const ParameterGroups& groups, const TrainingPosition& position);
 
 struct RestoredSnapshot {
@@ -44,7 +46,7 @@ struct RestoredSnapshot {
 // Loads `snapshot` (read from `path`, named in messages) into model and optimizer; throws
 // SnapshotError when its content does not fit this model, and then changes neither.
 RestoredSnapshot restore_snapshot(const SnapshotFile& snapshot, const std::string& path,
-                                  GptImpl& model, torch::optim::AdamW& optimizer,
+                                  GptImpl& model, FusedAdamW& optimizer,
                                   const ParameterGroups& groups);
 
 }  // namespace ddprun::train

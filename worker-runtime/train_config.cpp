@@ -60,6 +60,20 @@ Setter field(Section TrainConfig::*section, T Section::*member) {
   };
 }
 
+void set_precision(TrainConfig& config, const YAML::Node& node, const std::string& key) {
+  const auto text = read_scalar<std::string>(node, key);
+  const auto precision = parse_precision(text);
+  if (!precision) {
+    std::string expected;
+    for (const auto& name : precision_names()) {
+      expected += (expected.empty() ? "" : ", ") + name;
+    }
+    throw ConfigError("configuration key '" + key + "' must be one of " + expected + ", got '" +
+                      text + "'");
+  }
+  config.trainer.precision = *precision;
+}
+
 // One table of every accepted key; unknown keys are errors so typos never pass silently.
 const std::map<std::string, std::map<std::string, Setter>>& key_table() {
   static const std::map<std::string, std::map<std::string, Setter>> table = {
@@ -87,7 +101,8 @@ const std::map<std::string, std::map<std::string, Setter>>& key_table() {
         {"steps_per_epoch", field(&TrainConfig::trainer, &TrainerConfig::steps_per_epoch)},
         {"eval_batches", field(&TrainConfig::trainer, &TrainerConfig::eval_batches)},
         {"log_every", field(&TrainConfig::trainer, &TrainerConfig::log_every)},
-        {"metrics_path", field(&TrainConfig::trainer, &TrainerConfig::metrics_path)}}},
+        {"metrics_path", field(&TrainConfig::trainer, &TrainerConfig::metrics_path)},
+        {"precision", set_precision}}},
       {"optimizer_config",
        {{"weight_decay", field(&TrainConfig::optimizer, &OptimizerConfig::weight_decay)},
         {"learning_rate", field(&TrainConfig::optimizer, &OptimizerConfig::learning_rate)}}},

@@ -8,6 +8,8 @@
 #include <string_view>
 #include <vector>
 
+#include "precision.hpp"
+
 namespace ddprun::train {
 
 // Every configuration problem is reported with this type; the message names the key.
@@ -42,13 +44,16 @@ struct TrainerConfig {
   double grad_norm_clip = 1.0;
   std::string snapshot_path = "snapshot.pt";
   int64_t save_every = 1;
-  bool use_amp = false;  // accepted for compatibility; training runs in fp32
+  // minGPT-ddp's switch for mixed precision; precision=auto turns it into bf16 or fp16
+  // (precision.hpp decides per device), any other precision overrides it.
+  bool use_amp = false;
   // Our additions.
   int64_t seed = 1337;
   int64_t steps_per_epoch = 0;  // 0: a full pass over the training split
   int64_t eval_batches = 0;     // 0: the whole test split
   int64_t log_every = 10;
   std::string metrics_path;  // empty: no JSON lines
+  Precision precision = Precision::kAuto;
 };
 
 struct OptimizerConfig {

@@ -1,6 +1,7 @@
 #include "trainer.hpp"
 
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -10,7 +11,11 @@
 #include "collectives.hpp"
 #include "distributed_sampler.hpp"
 #include "gpt_model.hpp"
+#include "gradient_clipping.hpp"
 #include "gradient_reducer.hpp"
+#include "loss_scaler.hpp"
+#include "memory_peak.hpp"
+#include "mixed_precision.hpp"
 #include "progress_heartbeat.hpp"
 #include "progress_report.hpp"
 #include "snapshot_io.hpp"
@@ -24,6 +29,11 @@ using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
+
+// The ranks agree on whether to stop (SIGTERM) at vote steps only: each vote reads a result from
+// the device, which is the one host synchronisation of the loop. Votes come at every log line
+// and often enough that a stop lands within about this long.
+constexpr double kSecondsBetweenVotes = 0.5;
 
 // Dropout randomness is re-derived from (seed, epoch, step, rank) before every step, so a run
 // resumed at any step boundary draws exactly what the uninterrupted run drew, without having to
@@ -63,10 +73,15 @@ class BatchBuilder {
         offsets_(torch::arange(corpus.block_size + 1, torch::kLong).unsqueeze(0)),
         device_(device) {}
 
-  // `samples` are sample ids: window [id, id + block_size].
+  // `samples` are sample ids: window [id, id + block_size]. On a GPU the windows go through
+  // pinned memory and are copied without blocking, so the host queues the step's kernels
+  // behind the copy instead of waiting for it.
   Batch build(const std::vector<int64_t>& samples) const {
     const auto starts = torch::tensor(samples, torch::kLong).unsqueeze(1);
-    const auto windows = tokens_.index({starts + offsets_});
+    auto windows = tokens_.index({starts + offsets_});
+    if (device_.is_cuda()) {
+      windows = windows.pin_memory().to(device_, /*non_blocking=*/true);
+    }
     const int64_t length = offsets_.size(1) - 1;
     return {windows.narrow(1, 0, length).to(device_), windows.narrow(1, 1, length).to(device_)};
   }
@@ -118,294 +133,448 @@ class MetricsSink {
   std::optional<std::ofstream> file_;
 };
 
-}  // namespace
+CharCorpus corpus_of(const TrainerInputs& inputs) {
+  return make_char_corpus(inputs.corpus_text, inputs.config.data.truncate,
+                          inputs.config.data.block_size, inputs.corpus_name);
+}
 
-TrainOutcome run_training(const TrainerInputs& inputs, std::ostream& out) {
-  const auto& config = inputs.config;
-  const auto& trainer = config.trainer;
-  const auto run_start = Clock::now();
-
-  const auto corpus = make_char_corpus(inputs.corpus_text, config.data.truncate,
-                                       config.data.block_size, inputs.corpus_name);
-  const auto split = split_samples(seeded_permutation(corpus.sample_count(), trainer.seed),
-                                   config.data.train_split);
+SampleSplit split_of(const CharCorpus& corpus, const TrainConfig& config,
+                     const std::string& corpus_name) {
+  auto split = split_samples(seeded_permutation(corpus.sample_count(), config.trainer.seed),
+                             config.data.train_split);
   if (split.train.empty() || split.test.empty()) {
-    throw ConfigError(inputs.corpus_name + ": " + std::to_string(corpus.sample_count()) +
+    throw ConfigError(corpus_name + ": " + std::to_string(corpus.sample_count()) +
                       " samples are too few for a train/test split of " +
                       std::to_string(config.data.train_split));
   }
+  return split;
+}
 
-  Collectives collectives(inputs.env);
-  const int64_t rank = collectives.rank();
-  const int64_t world = collectives.world_size();
-  const bool leader = rank == 0;
-  auto say = [&](const std::string& line) {
-    if (leader) {
-      out << line << '\n' << std::flush;
-    }
-  };
+GptShape shape_of(const CharCorpus& corpus, const TrainConfig& config) {
+  return GptShape{{static_cast<int64_t>(corpus.vocabulary.size()), config.data.block_size,
+                   config.gpt.n_layer, config.gpt.n_head, config.gpt.n_embd},
+                  config.gpt.embd_pdrop,
+                  config.gpt.resid_pdrop,
+                  config.gpt.attn_pdrop};
+}
 
-  GptShape shape{{static_cast<int64_t>(corpus.vocabulary.size()), config.data.block_size,
-                  config.gpt.n_layer, config.gpt.n_head, config.gpt.n_embd},
-                 config.gpt.embd_pdrop,
-                 config.gpt.resid_pdrop,
-                 config.gpt.attn_pdrop};
+// What the ranks learn from one vote: the loss of the last step (their mean), whether any rank
+// wants to stop, and the slowest rank's pace, from which they agree when to vote next.
+struct Vote {
+  double loss = 0.0;
+  bool stop = false;
+  double seconds_per_step = 0.0;
+};
+
+// minGPT-ddp's Trainer, step by step: load snapshot, run batch, run epoch, evaluate, save
+// snapshot. One rank of the job.
+class Trainer {
+ public:
+  Trainer(const TrainerInputs& inputs, std::ostream& out);
+  TrainOutcome run();
+
+ private:
+  void say(const std::string& line) const;
+  void load_snapshot();
+  void check_ranks_resume_together();
+  void announce() const;
+  std::string precision_text() const;
+  // Forward, backward, gradient averaging, clipping and the optimizer step; returns the loss
+  // (on the device, not read).
+  torch::Tensor run_batch(const Batch& batch);
+  torch::Tensor loss_of(const Batch& batch);
+  // nullopt: the epoch ran to its end; else the ranks agreed to stop.
+  std::optional<TrainOutcome> run_epoch(int64_t epoch);
+  Vote vote(const torch::Tensor& last_loss);
+  // Returns the (eval loss sum, eval tokens, train loss sum) of all ranks.
+  std::vector<double> evaluate(const torch::Tensor& train_loss_sum);
+  void save_snapshot(const TrainingPosition& at);
+  ProgressSample progress_at(int64_t epoch, int64_t step) const;
+
+  const TrainerInputs& inputs_;
+  const TrainerConfig& trainer_;
+  std::ostream& out_;
+  const Clock::time_point run_start_ = Clock::now();
+  const CharCorpus corpus_;
+  const SampleSplit split_;
+  Collectives collectives_;
+  const int64_t rank_;
+  const int64_t world_;
+  const GptShape shape_;
+  const PrecisionPlan precision_;
+  const std::optional<at::ScalarType> autocast_dtype_;
+  Gpt model_{nullptr};
+  ParameterGroups groups_;
+  std::unique_ptr<FusedAdamW> optimizer_;
+  std::optional<LossScaler> scaler_;
+  std::vector<torch::Tensor> parameters_;
+  std::optional<GradientReducer> reducer_;
+  MetricsSink metrics_;
+  TrainingPosition position_;
+  const BatchBuilder batches_;
+  int64_t steps_per_epoch_ = 0;
+  int64_t eval_steps_ = 0;
+  std::vector<int64_t> test_positions_;
+  int64_t tokens_per_step_ = 0;
+  int64_t steps_total_ = 0;
+  int64_t steps_done_ = 0;
+  double train_seconds_ = 0.0;
+  int64_t steps_between_votes_ = 1;
+  ProgressHeartbeat heartbeat_ = ProgressHeartbeat::from_environment();  // --watchdog-timeout
+};
+
+Trainer::Trainer(const TrainerInputs& inputs, std::ostream& out)
+    : inputs_(inputs),
+      trainer_(inputs.config.trainer),
+      out_(out),
+      corpus_(corpus_of(inputs)),
+      split_(split_of(corpus_, inputs.config, inputs.corpus_name)),
+      collectives_(inputs.env),
+      rank_(collectives_.rank()),
+      world_(collectives_.world_size()),
+      shape_(shape_of(corpus_, inputs.config)),
+      precision_(plan_precision(trainer_.precision, trainer_.use_amp,
+                                detect_device_caps(collectives_.device()))),
+      autocast_dtype_(autocast_dtype(precision_)),
+      metrics_(rank_ == 0 ? trainer_.metrics_path : std::string()),
+      batches_(corpus_, collectives_.device()) {
+  const auto device = collectives_.device();
+  apply_matmul_precision(precision_, device);
   // Ranks initialise differently on purpose (as minGPT-ddp's do); the broadcast below makes
   // rank 0's weights everyone's.
-  torch::manual_seed(static_cast<uint64_t>(trainer.seed + rank));
-  Gpt model(shape);
-  model->to(collectives.device());
-  const auto groups = optimizer_parameter_groups(*model);
-  auto optimizer =
-      make_adamw(*model, groups, config.optimizer.learning_rate, config.optimizer.weight_decay);
+  torch::manual_seed(static_cast<uint64_t>(trainer_.seed + rank_));
+  model_ = Gpt(shape_);
+  model_->to(device);
+  groups_ = optimizer_parameter_groups(*model_);
+  const auto& optimizer_config = inputs.config.optimizer;
+  optimizer_ =
+      make_adamw(*model_, groups_, optimizer_config.learning_rate, optimizer_config.weight_decay);
+  if (precision_.loss_scaling) {
+    scaler_.emplace(device, LossScalerSettings{});
+  }
+  position_.world_size = world_;
+  position_.seed = trainer_.seed;
 
-  TrainingPosition position;
-  position.world_size = world;
-  position.seed = trainer.seed;
-  const auto& snapshot_path = trainer.snapshot_path;
-  MetricsSink metrics(leader ? trainer.metrics_path : std::string());
-  if (std::filesystem::exists(snapshot_path)) {
+  const int64_t train_per_rank =
+      samples_per_rank(static_cast<int64_t>(split_.train.size()), world_);
+  steps_per_epoch_ =
+      batches_per_epoch(train_per_rank, trainer_.batch_size, trainer_.steps_per_epoch);
+  const int64_t test_per_rank = samples_per_rank(static_cast<int64_t>(split_.test.size()), world_);
+  eval_steps_ = batches_per_epoch(test_per_rank, trainer_.batch_size, trainer_.eval_batches);
+  test_positions_ = rank_positions(identity_order(split_.test.size()), world_, rank_);
+  tokens_per_step_ = trainer_.batch_size * shape_.block_size * world_;
+}
+
+void Trainer::say(const std::string& line) const {
+  if (rank_ == 0) {
+    out_ << line << '\n' << std::flush;
+  }
+}
+
+void Trainer::load_snapshot() {
+  const auto& path = trainer_.snapshot_path;
+  if (std::filesystem::exists(path)) {
     const auto load_start = Clock::now();
-    const auto restored = restore_snapshot(read_snapshot_file(snapshot_path), snapshot_path, *model,
-                                           *optimizer, groups);
-    position.finished_epoch = restored.position.finished_epoch;
-    position.steps_into_epoch = restored.position.steps_into_epoch;
-    if (restored.position.steps_into_epoch > 0 && restored.position.world_size != world) {
+    const auto restored =
+        restore_snapshot(read_snapshot_file(path), path, *model_, *optimizer_, groups_);
+    position_.finished_epoch = restored.position.finished_epoch;
+    position_.steps_into_epoch = restored.position.steps_into_epoch;
+    if (restored.position.steps_into_epoch > 0 && restored.position.world_size != world_) {
       say("resume: the snapshot was taken mid-epoch with " +
-          std::to_string(restored.position.world_size) + " ranks; with " + std::to_string(world) +
+          std::to_string(restored.position.world_size) + " ranks; with " + std::to_string(world_) +
           " the sampler differs, so epoch " + std::to_string(restored.position.finished_epoch + 1) +
           " restarts from its beginning");
-      position.steps_into_epoch = 0;
+      position_.steps_into_epoch = 0;
     }
-    say("resumed from " + snapshot_path + ": finished epoch " +
-        std::to_string(position.finished_epoch) + ", " + std::to_string(position.steps_into_epoch) +
-        " steps into the next (loaded in " + std::to_string(seconds_since(load_start)) + " s)" +
+    say("resumed from " + path + ": finished epoch " + std::to_string(position_.finished_epoch) +
+        ", " + std::to_string(position_.steps_into_epoch) + " steps into the next (loaded in " +
+        std::to_string(seconds_since(load_start)) + " s)" +
         (restored.has_resume_record
              ? std::string()
              : "; written by minGPT-ddp or another PyTorch program, so the next epoch starts "
                "from its beginning"));
     // As minGPT-ddp's optimizer.load_state_dict: the snapshot's hyperparameters win.
-    if (restored.learning_rate != config.optimizer.learning_rate ||
-        restored.weight_decay != config.optimizer.weight_decay) {
+    const auto& optimizer_config = inputs_.config.optimizer;
+    if (restored.learning_rate != optimizer_config.learning_rate ||
+        restored.weight_decay != optimizer_config.weight_decay) {
       std::ostringstream note;
       note << "resume: learning_rate " << restored.learning_rate << " and weight_decay "
            << restored.weight_decay
            << " come from the snapshot's optimizer state, as in minGPT-ddp (the configuration's "
-           << config.optimizer.learning_rate << " and " << config.optimizer.weight_decay
+           << optimizer_config.learning_rate << " and " << optimizer_config.weight_decay
            << " apply to fresh starts only)";
       say(note.str());
     }
-    metrics.write(resume_json_line(position.finished_epoch, position.steps_into_epoch,
-                                   seconds_since(load_start)));
+    metrics_.write(resume_json_line(position_.finished_epoch, position_.steps_into_epoch,
+                                    seconds_since(load_start)));
   }
-  // All ranks must resume from the same place (a snapshot missing on one node would split them).
-  {
-    auto check =
-        torch::tensor({position.finished_epoch, position.steps_into_epoch, -position.finished_epoch,
-                       -position.steps_into_epoch},
-                      torch::TensorOptions().dtype(torch::kLong).device(collectives.device()));
-    collectives.allreduce_max(check);
-    const auto v = to_vector(check.cpu());
-    if (v[0] != -v[2] || v[1] != -v[3]) {
-      throw SnapshotError("snapshot " + snapshot_path +
-                          ": ranks disagree on the resume point (is the file visible on every "
-                          "node?)");
-    }
-  }
+  check_ranks_resume_together();
 
-  std::vector<torch::Tensor> state_tensors;
-  for (const auto& p : model->parameters()) {
-    state_tensors.push_back(p);
-  }
-  for (const auto& b : model->buffers()) {
+  std::vector<torch::Tensor> state_tensors = model_->parameters();
+  for (const auto& b : model_->buffers()) {
     state_tensors.push_back(b);
   }
-  collectives.broadcast_from_rank0(state_tensors);
-
-  std::vector<torch::Tensor> parameters = model->parameters();
-  std::optional<GradientReducer> reducer;
-  if (collectives.distributed()) {
-    reducer.emplace(parameters, collectives);
+  collectives_.broadcast_from_rank0(state_tensors);
+  parameters_ = model_->parameters();
+  if (collectives_.distributed()) {
+    reducer_.emplace(parameters_, collectives_);
   }
+}
 
-  const BatchBuilder batches(corpus, collectives.device());
-  const int64_t train_per_rank = samples_per_rank(static_cast<int64_t>(split.train.size()), world);
-  const int64_t steps_per_epoch =
-      batches_per_epoch(train_per_rank, trainer.batch_size, trainer.steps_per_epoch);
-  const int64_t test_per_rank = samples_per_rank(static_cast<int64_t>(split.test.size()), world);
-  const int64_t eval_steps =
-      batches_per_epoch(test_per_rank, trainer.batch_size, trainer.eval_batches);
-  const auto test_positions = rank_positions(identity_order(split.test.size()), world, rank);
+// All ranks must resume from the same place (a snapshot missing on one node would split them).
+void Trainer::check_ranks_resume_together() {
+  auto check =
+      torch::tensor({position_.finished_epoch, position_.steps_into_epoch,
+                     -position_.finished_epoch, -position_.steps_into_epoch},
+                    torch::TensorOptions().dtype(torch::kLong).device(collectives_.device()));
+  collectives_.allreduce_max(check);
+  const auto v = to_vector(check.cpu());
+  if (v[0] != -v[2] || v[1] != -v[3]) {
+    throw SnapshotError("snapshot " + trainer_.snapshot_path +
+                        ": ranks disagree on the resume point (is the file visible on every "
+                        "node?)");
+  }
+}
 
+std::string Trainer::precision_text() const {
+  return "precision " + std::string(precision_name(precision_.precision)) + " (" +
+         precision_.reason + ")";
+}
+
+void Trainer::announce() const {
   int64_t parameter_count = 0;
-  for (const auto& p : parameters) {
+  for (const auto& p : parameters_) {
     parameter_count += p.numel();
   }
-  say("ddprun-train: " + std::to_string(world) + " rank(s) on " + collectives.device().str() +
-      " (collectives: " + collectives.backend_name() + "), " +
+  say("ddprun-train: " + std::to_string(world_) + " rank(s) on " + collectives_.device().str() +
+      " (collectives: " + collectives_.backend_name() + "), " +
       std::to_string(torch::get_num_threads()) + " thread(s) each; model " +
-      std::to_string(parameter_count) + " parameters (" + std::to_string(shape.n_layer) +
-      " layers, " + std::to_string(shape.n_head) + " heads, " + std::to_string(shape.n_embd) +
-      " wide), vocab " + std::to_string(shape.vocab_size) + ", block " +
-      std::to_string(shape.block_size) + "; data " + inputs.corpus_name + ": " +
-      std::to_string(split.train.size()) + " train / " + std::to_string(split.test.size()) +
-      " test samples; " + std::to_string(steps_per_epoch) + " steps per epoch of " +
-      std::to_string(trainer.batch_size) + " per rank; snapshot " + snapshot_path);
-  if (position.finished_epoch >= trainer.max_epochs) {
-    say("nothing to do: " + snapshot_path + " already finished epoch " +
-        std::to_string(position.finished_epoch) + " of " + std::to_string(trainer.max_epochs) +
+      std::to_string(parameter_count) + " parameters (" + std::to_string(shape_.n_layer) +
+      " layers, " + std::to_string(shape_.n_head) + " heads, " + std::to_string(shape_.n_embd) +
+      " wide), vocab " + std::to_string(shape_.vocab_size) + ", block " +
+      std::to_string(shape_.block_size) + "; data " + inputs_.corpus_name + ": " +
+      std::to_string(split_.train.size()) + " train / " + std::to_string(split_.test.size()) +
+      " test samples; " + std::to_string(steps_per_epoch_) + " steps per epoch of " +
+      std::to_string(trainer_.batch_size) + " per rank; snapshot " + trainer_.snapshot_path);
+  say("ddprun-train: " + precision_text());
+}
+
+torch::Tensor Trainer::loss_of(const Batch& batch) {
+  const AutocastScope autocast(collectives_.device(), autocast_dtype_);
+  // The loss in fp32 on every device (CUDA's autocast would leave bf16 logits to it).
+  return language_model_loss(model_->forward(batch.inputs).to(torch::kFloat), batch.targets);
+}
+
+torch::Tensor Trainer::run_batch(const Batch& batch) {
+  const auto loss = loss_of(batch);
+  optimizer_->zero_grad();
+  if (reducer_) {
+    reducer_->prepare_for_backward();
+  }
+  (scaler_ ? scaler_->scale(loss) : loss).backward();
+  if (reducer_) {
+    reducer_->finish();
+  }
+  std::vector<torch::Tensor> gradients;
+  gradients.reserve(parameters_.size());
+  for (const auto& p : parameters_) {
+    if (p.grad().defined()) {
+      gradients.push_back(p.grad());
+    }
+  }
+  // Unscaled before clipping, so the clip sees true gradients (minGPT-ddp clips the scaled ones,
+  // pytorch/examples#1196).
+  const auto found_inf =
+      scaler_ ? std::optional<torch::Tensor>(scaler_->unscale(gradients)) : std::nullopt;
+  clip_gradient_norm(gradients, trainer_.grad_norm_clip);
+  optimizer_->step_unless(found_inf);
+  if (scaler_) {
+    scaler_->update(*found_inf);
+  }
+  heartbeat_.beat();
+  return loss.detach();
+}
+
+Vote Trainer::vote(const torch::Tensor& last_loss) {
+  const bool stop_here = inputs_.stop_requested && inputs_.stop_requested();
+  const auto options = torch::TensorOptions().dtype(torch::kDouble).device(collectives_.device());
+  // Whole microseconds, so the sum is exact and every rank derives the same cadence from it.
+  const double micros_per_step =
+      std::round(1e6 * train_seconds_ / static_cast<double>(steps_done_));
+  auto ballot =
+      torch::stack({last_loss.to(torch::kDouble), torch::full({}, stop_here ? 1.0 : 0.0, options),
+                    torch::full({}, micros_per_step, options)});
+  collectives_.allreduce_sum(ballot);
+  ballot = ballot.cpu();
+  const auto sums = ballot.accessor<double, 1>();
+  return {sums[0] / static_cast<double>(world_), sums[1] > 0.0,
+          sums[2] / 1e6 / static_cast<double>(world_)};
+}
+
+std::optional<TrainOutcome> Trainer::run_epoch(int64_t epoch) {
+  // DistributedSampler(shuffle=True, seed) with set_epoch(epoch): same order on every rank.
+  const auto order =
+      seeded_permutation(static_cast<int64_t>(split_.train.size()), trainer_.seed + epoch);
+  const auto positions = rank_positions(order, world_, rank_);
+  const int64_t first_step = epoch == position_.finished_epoch + 1 ? position_.steps_into_epoch : 0;
+  auto train_loss_sum =
+      torch::zeros({}, torch::TensorOptions().dtype(torch::kDouble).device(collectives_.device()));
+  int64_t epoch_steps = 0;
+  auto window_start = Clock::now();
+  auto segment_start = Clock::now();
+  int64_t window_steps = 0;
+  int64_t steps_since_vote = 0;
+  for (int64_t step = first_step; step < steps_per_epoch_; ++step) {
+    torch::manual_seed(step_seed(trainer_.seed, epoch, step, rank_));
+    const auto loss = run_batch(
+        batches_.build(batch_samples(positions, split_.train, step, trainer_.batch_size)));
+    train_loss_sum += loss;
+    ++epoch_steps;
+    ++steps_done_;
+    ++window_steps;
+    ++steps_since_vote;
+    const bool log_due = (step + 1) % trainer_.log_every == 0 || step + 1 == steps_per_epoch_;
+    if (!log_due && steps_since_vote < steps_between_votes_) {
+      continue;
+    }
+    // The vote reads from the device, so the time up to here is the steps' true time.
+    train_seconds_ += seconds_since(segment_start);
+    const auto ballot = vote(loss);
+    segment_start = Clock::now();
+    steps_since_vote = 0;
+    steps_between_votes_ = std::clamp<int64_t>(
+        ballot.seconds_per_step > 0.0
+            ? static_cast<int64_t>(kSecondsBetweenVotes / ballot.seconds_per_step)
+            : 1,
+        1, trainer_.log_every);
+    if (rank_ == 0 && log_due) {
+      const double window = seconds_since(window_start);
+      ProgressSample sample = progress_at(epoch, step + 1);
+      sample.train_loss = ballot.loss;
+      sample.tokens_per_second =
+          window > 0 ? static_cast<double>(window_steps * tokens_per_step_) / window : 0.0;
+      say(progress_line(sample));
+      metrics_.write(metrics_json_line(sample, "step"));
+      window_start = Clock::now();
+      window_steps = 0;
+    }
+    if (ballot.stop) {
+      TrainingPosition at = position_;
+      at.finished_epoch = epoch - 1;
+      at.steps_into_epoch = step + 1;
+      say("preempted: stopping after epoch " + std::to_string(epoch) + " step " +
+          std::to_string(step + 1));
+      save_snapshot(at);
+      return TrainOutcome::kStopped;
+    }
+  }
+
+  const auto sums = evaluate(train_loss_sum);
+  ProgressSample summary = progress_at(epoch, steps_per_epoch_);
+  summary.train_loss = epoch_steps > 0 ? sums[2] / static_cast<double>(world_ * epoch_steps) : 0.0;
+  summary.eval_loss = sums[1] > 0 ? sums[0] / sums[1] : 0.0;
+  summary.tokens_per_second =
+      train_seconds_ > 0 ? static_cast<double>(steps_done_ * tokens_per_step_) / train_seconds_
+                         : 0.0;
+  const auto peak = memory_peak(collectives_.device());
+  summary.peak_memory_bytes = peak.bytes;
+  summary.peak_memory_kind = peak.kind;
+  say(epoch_summary_line(summary));
+  metrics_.write(metrics_json_line(summary, "epoch"));
+
+  if (epoch % trainer_.save_every == 0 || epoch == trainer_.max_epochs) {
+    TrainingPosition at = position_;
+    at.finished_epoch = epoch;
+    at.steps_into_epoch = 0;
+    save_snapshot(at);
+  }
+  return std::nullopt;
+}
+
+// Evaluation: dropout off, DistributedSampler(shuffle=False), loss averaged over all ranks; the
+// epoch's training loss sum travels in the same collective.
+std::vector<double> Trainer::evaluate(const torch::Tensor& train_loss_sum) {
+  model_->eval();
+  auto eval = torch::zeros({3}, train_loss_sum.options());
+  {
+    torch::NoGradGuard no_grad;
+    for (int64_t step = 0; step < eval_steps_; ++step) {
+      const auto batch =
+          batches_.build(batch_samples(test_positions_, split_.test, step, trainer_.batch_size));
+      const auto tokens = static_cast<double>(batch.targets.numel());
+      eval[0] += loss_of(batch).to(torch::kDouble) * tokens;
+      eval[1] += tokens;
+    }
+    eval[2] += train_loss_sum;
+  }
+  model_->train();
+  collectives_.allreduce_sum(eval);
+  eval = eval.cpu();
+  const auto sums = eval.accessor<double, 1>();
+  return {sums[0], sums[1], sums[2]};
+}
+
+void Trainer::save_snapshot(const TrainingPosition& at) {
+  if (rank_ == 0) {
+    const auto start = Clock::now();
+    const auto parts = make_snapshot(*model_, *optimizer_, groups_, at);
+    write_snapshot_file(trainer_.snapshot_path, parts.content, parts.resume_record);
+    const double took = seconds_since(start);
+    say("snapshot: wrote " + trainer_.snapshot_path + " (finished epoch " +
+        std::to_string(at.finished_epoch) +
+        (at.steps_into_epoch > 0
+             ? ", " + std::to_string(at.steps_into_epoch) + " steps into the next"
+             : std::string()) +
+        ") in " + std::to_string(took) + " s");
+    metrics_.write(snapshot_json_line(at.finished_epoch, at.steps_into_epoch, took));
+  }
+  // Keep the ranks together so none exits (or races ahead) before the file is whole.
+  collectives_.barrier();
+}
+
+// What a step line and an epoch summary both report, as of now.
+ProgressSample Trainer::progress_at(int64_t epoch, int64_t step) const {
+  ProgressSample sample;
+  sample.epoch = epoch;
+  sample.max_epochs = trainer_.max_epochs;
+  sample.step = step;
+  sample.steps_in_epoch = steps_per_epoch_;
+  sample.global_step = steps_done_;
+  sample.elapsed_seconds = seconds_since(run_start_);
+  sample.eta_seconds = estimate_eta(train_seconds_, steps_done_, steps_total_ - steps_done_);
+  return sample;
+}
+
+TrainOutcome Trainer::run() {
+  load_snapshot();
+  announce();
+  if (position_.finished_epoch >= trainer_.max_epochs) {
+    say("nothing to do: " + trainer_.snapshot_path + " already finished epoch " +
+        std::to_string(position_.finished_epoch) + " of " + std::to_string(trainer_.max_epochs) +
         " (raise trainer_config.max_epochs to train further, or delete the snapshot)");
-    collectives.shut_down();
+    collectives_.shut_down();
     return TrainOutcome::kCompleted;
   }
-
-  auto save = [&](const TrainingPosition& at) {
-    if (leader) {
-      const auto start = Clock::now();
-      const auto parts = make_snapshot(*model, *optimizer, groups, at);
-      write_snapshot_file(snapshot_path, parts.content, parts.resume_record);
-      const double took = seconds_since(start);
-      say("snapshot: wrote " + snapshot_path + " (finished epoch " +
-          std::to_string(at.finished_epoch) +
-          (at.steps_into_epoch > 0
-               ? ", " + std::to_string(at.steps_into_epoch) + " steps into the next"
-               : std::string()) +
-          ") in " + std::to_string(took) + " s");
-      metrics.write(snapshot_json_line(at.finished_epoch, at.steps_into_epoch, took));
-    }
-    // Keep the ranks together so none exits (or races ahead) before the file is whole.
-    collectives.barrier();
-  };
-
-  const int64_t tokens_per_step = trainer.batch_size * shape.block_size * world;
-  const int64_t steps_total =
-      (trainer.max_epochs - position.finished_epoch) * steps_per_epoch - position.steps_into_epoch;
-  int64_t steps_done = 0;
-  double train_seconds = 0.0;
-  // What a step line and an epoch summary both report, as of now.
-  const auto progress_at = [&](int64_t epoch, int64_t step) {
-    ProgressSample sample;
-    sample.epoch = epoch;
-    sample.max_epochs = trainer.max_epochs;
-    sample.step = step;
-    sample.steps_in_epoch = steps_per_epoch;
-    sample.global_step = steps_done;
-    sample.elapsed_seconds = seconds_since(run_start);
-    sample.eta_seconds = estimate_eta(train_seconds, steps_done, steps_total - steps_done);
-    return sample;
-  };
-  ProgressHeartbeat heartbeat = ProgressHeartbeat::from_environment();  // --watchdog-timeout
-  model->train();
-  for (int64_t epoch = position.finished_epoch + 1; epoch <= trainer.max_epochs; ++epoch) {
-    // DistributedSampler(shuffle=True, seed) with set_epoch(epoch): same order on every rank.
-    const auto order =
-        seeded_permutation(static_cast<int64_t>(split.train.size()), trainer.seed + epoch);
-    const auto positions = rank_positions(order, world, rank);
-    const int64_t first_step = epoch == position.finished_epoch + 1 ? position.steps_into_epoch : 0;
-    double epoch_loss_sum = 0.0;
-    int64_t epoch_steps = 0;
-    auto window_start = Clock::now();
-    int64_t window_steps = 0;
-    double last_loss = 0.0;
-    for (int64_t step = first_step; step < steps_per_epoch; ++step) {
-      const auto step_start = Clock::now();
-      torch::manual_seed(step_seed(trainer.seed, epoch, step, rank));
-      const auto batch =
-          batches.build(batch_samples(positions, split.train, step, trainer.batch_size));
-      const auto loss = language_model_loss(model->forward(batch.inputs), batch.targets);
-      optimizer->zero_grad();
-      if (reducer) {
-        reducer->prepare_for_backward();
-      }
-      loss.backward();
-      if (reducer) {
-        reducer->finish();
-      }
-      torch::nn::utils::clip_grad_norm_(parameters, trainer.grad_norm_clip);
-      optimizer->step();
-      heartbeat.beat();
-
-      // One small collective per step: the loss for the log and the preemption vote, so every
-      // rank stops after the same step.
-      const bool stop_here = inputs.stop_requested && inputs.stop_requested();
-      // Collectives work on the backend's device (NCCL: the GPU); the reading is on the CPU.
-      auto vote = torch::tensor({loss.item<double>(), stop_here ? 1.0 : 0.0},
-                                torch::TensorOptions().dtype(torch::kDouble))
-                      .to(collectives.device());
-      collectives.allreduce_sum(vote);
-      vote = vote.cpu();
-      const auto votes = vote.accessor<double, 1>();
-      last_loss = votes[0] / static_cast<double>(world);
-      epoch_loss_sum += last_loss;
-      ++epoch_steps;
-      ++steps_done;
-      ++window_steps;
-      train_seconds += seconds_since(step_start);
-
-      if (leader && ((step + 1) % trainer.log_every == 0 || step + 1 == steps_per_epoch)) {
-        const double window = seconds_since(window_start);
-        ProgressSample sample = progress_at(epoch, step + 1);
-        sample.train_loss = last_loss;
-        sample.tokens_per_second =
-            window > 0 ? static_cast<double>(window_steps * tokens_per_step) / window : 0.0;
-        say(progress_line(sample));
-        metrics.write(metrics_json_line(sample, "step"));
-        window_start = Clock::now();
-        window_steps = 0;
-      }
-      if (votes[1] > 0.0) {
-        TrainingPosition at = position;
-        at.finished_epoch = epoch - 1;
-        at.steps_into_epoch = step + 1;
-        say("preempted: stopping after epoch " + std::to_string(epoch) + " step " +
-            std::to_string(step + 1));
-        save(at);
-        collectives.shut_down();
-        return TrainOutcome::kStopped;
-      }
-    }
-
-    // Evaluation: dropout off, DistributedSampler(shuffle=False), loss averaged over all ranks.
-    model->eval();
-    double eval_loss_sum = 0.0;
-    double eval_tokens = 0.0;
-    {
-      torch::NoGradGuard no_grad;
-      for (int64_t step = 0; step < eval_steps; ++step) {
-        const auto batch =
-            batches.build(batch_samples(test_positions, split.test, step, trainer.batch_size));
-        const auto loss = language_model_loss(model->forward(batch.inputs), batch.targets);
-        const auto tokens = static_cast<double>(batch.targets.numel());
-        eval_loss_sum += loss.item<double>() * tokens;
-        eval_tokens += tokens;
-      }
-    }
-    model->train();
-    auto eval =
-        torch::tensor({eval_loss_sum, eval_tokens}, torch::kDouble).to(collectives.device());
-    collectives.allreduce_sum(eval);
-    eval = eval.cpu();
-    const auto sums = eval.accessor<double, 1>();
-
-    ProgressSample summary = progress_at(epoch, steps_per_epoch);
-    summary.train_loss = epoch_steps > 0 ? epoch_loss_sum / static_cast<double>(epoch_steps) : 0.0;
-    summary.eval_loss = sums[1] > 0 ? sums[0] / sums[1] : 0.0;
-    summary.tokens_per_second =
-        train_seconds > 0 ? static_cast<double>(steps_done * tokens_per_step) / train_seconds : 0.0;
-    say(epoch_summary_line(summary));
-    metrics.write(metrics_json_line(summary, "epoch"));
-
-    if (epoch % trainer.save_every == 0 || epoch == trainer.max_epochs) {
-      TrainingPosition at = position;
-      at.finished_epoch = epoch;
-      at.steps_into_epoch = 0;
-      save(at);
+  steps_total_ = (trainer_.max_epochs - position_.finished_epoch) * steps_per_epoch_ -
+                 position_.steps_into_epoch;
+  model_->train();
+  for (int64_t epoch = position_.finished_epoch + 1; epoch <= trainer_.max_epochs; ++epoch) {
+    if (const auto stopped = run_epoch(epoch)) {
+      collectives_.shut_down();
+      return *stopped;
     }
   }
-  say("done: " + std::to_string(trainer.max_epochs) + " epochs in " +
-      format_duration(seconds_since(run_start)));
-  collectives.shut_down();
+  say("done: " + std::to_string(trainer_.max_epochs) + " epochs in " +
+      format_duration(seconds_since(run_start_)));
+  collectives_.shut_down();
   return TrainOutcome::kCompleted;
+}
+
+}  // namespace
+
+TrainOutcome run_training(const TrainerInputs& inputs, std::ostream& out) {
+  Trainer trainer(inputs, out);
+  return trainer.run();
 }
 
 }  // namespace ddprun::train

@@ -15,7 +15,8 @@ struct TrainerInputs {
   std::string corpus_text;  // UTF-8
   std::string corpus_name;  // for messages
   RunEnvironment env;
-  // Polled once per step; true once preemption (SIGTERM) was requested on this rank.
+  // Polled at each vote of the ranks (every log line, and about twice a second); true once
+  // preemption (SIGTERM) was requested on this rank.
   std::function<bool()> stop_requested;
 };
 

@@ -21,10 +21,11 @@ def run(cmd, cwd, env_extra):
     return done.stdout
 
 
-def ddprun_tokens(args, world, shape, workdir):
+def ddprun_tokens(args, world, shape, workdir, precision):
+    """tokens/s, and the precision ddprun-train said it ran (its start line)."""
     block, n_layer, n_head, n_embd, batch = shape
     metrics = os.path.join(workdir, f"m{world}.jsonl")
-    run([sys.executable, args.torchrun, "--standalone", "--nproc_per_node", str(world),
+    out = run([sys.executable, args.torchrun, "--standalone", "--nproc_per_node", str(world),
          "--no_python", args.trainer, f"data_config.path={args.data}", "data_config.truncate=0.05",
          f"data_config.block_size={block}", f"gpt_config.n_layer={n_layer}",
          f"gpt_config.n_head={n_head}", f"gpt_config.n_embd={n_embd}",
@@ -32,20 +33,22 @@ def ddprun_tokens(args, world, shape, workdir):
          "trainer_config.max_epochs=1", "trainer_config.eval_batches=1",
          f"trainer_config.log_every={args.log_every}", f"trainer_config.seed={args.seed}",
          "trainer_config.snapshot_path=bench_snapshot.pt", "optimizer_config.learning_rate=0.003",
+         "trainer_config.use_amp=true", f"trainer_config.precision={precision}",
          "--metrics", metrics], workdir, {})
     os.remove(os.path.join(workdir, "bench_snapshot.pt"))
     rates = [json.loads(l)["tokens_per_second"] for l in open(metrics)
              if json.loads(l)["kind"] == "step"]
     os.remove(metrics)
-    return statistics.median(rates[1:] or rates)
+    ran = out.split("ddprun-train: precision ", 1)[1].split(" ", 1)[0]
+    return statistics.median(rates[1:] or rates), ran
 
 
-def python_tokens(args, world, shape, workdir):
+def python_tokens(args, world, shape, workdir, variant, precision):
     block, n_layer, n_head, n_embd, batch = shape
     out = run([sys.executable, args.torchrun, "--standalone", "--nproc_per_node", str(world),
                os.path.join(HERE, "python_trainer.py"), args.data, str(block), str(n_layer),
                str(n_head), str(n_embd), str(batch), str(args.steps), str(args.log_every),
-               str(args.seed)], workdir, {})
+               str(args.seed), "--variant", variant, "--precision", precision], workdir, {})
     return json.loads(out.strip().splitlines()[-1])["tokens_per_second"]
 
 
@@ -101,6 +104,7 @@ def main():
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--worlds", default="1,2", help="rank counts to measure")
     p.add_argument("--no-snapshot", action="store_true", help="skip the snapshot rows")
+    p.add_argument("--no-compile", action="store_true", help="skip the torch.compile runs")
     p.add_argument("--shape", default="64,4,4,128,16",
                    help="block,n_layer,n_head,n_embd,batch per rank")
     args = p.parse_args()
@@ -111,15 +115,28 @@ def main():
     rows = []
     with tempfile.TemporaryDirectory() as workdir:
         results = {}
+        precisions = set()
         for world in worlds:
-            # Interleaved, so that the machine's changing load hits both trainers alike.
-            ours, ref = [], []
+            # Interleaved, so that the machine's changing load hits every trainer alike. ddprun
+            # runs use_amp (precision auto: what it chooses on this machine) and fp32; PyTorch
+            # runs at the precision ddprun chose, in its best eager form and compiled.
+            ours, fp32, best, compiled = [], [], [], []
             for _ in range(args.repeats):
-                ours.append(ddprun_tokens(args, world, shape, workdir))
-                ref.append(python_tokens(args, world, shape, workdir))
-            results[world] = (ours, ref)
-            rows.append((f"tokens/s, {world} rank(s)", ours, ref, 0,
-                         statistics.median(ours) / statistics.median(ref)))
+                rate, chosen = ddprun_tokens(args, world, shape, workdir, "auto")
+                precisions.add(chosen)
+                ours.append(rate)
+                fp32.append(ddprun_tokens(args, world, shape, workdir, "fp32")[0])
+                best.append(python_tokens(args, world, shape, workdir, "best", chosen))
+                if not args.no_compile:
+                    compiled.append(python_tokens(args, world, shape, workdir, "compiled", chosen))
+            results[world] = (ours, best)
+            rows.append((f"tok/s {world}r vs best eager", ours, best, 0,
+                         statistics.median(ours) / statistics.median(best)))
+            if compiled:
+                rows.append((f"tok/s {world}r vs torch.compile", ours, compiled, 0,
+                             statistics.median(ours) / statistics.median(compiled)))
+            rows.append((f"tok/s {world}r use_amp vs fp32", ours, fp32, 0,
+                         statistics.median(ours) / statistics.median(fp32)))
         if 1 in results and 2 in results:
             eff = [[two / (2 * one) for one, two in zip(results[1][i], results[2][i])]
                    for i in (0, 1)]
@@ -134,13 +151,15 @@ def main():
     block, n_layer, n_head, n_embd, batch = shape
     print(f"model {n_layer} layers x {n_embd} wide, {n_head} heads, block {block}, batch {batch}"
           f" per rank, {args.steps} steps, 1 thread per rank; median [min-max] of {args.repeats}"
-          f" runs, ddprun-train and PyTorch alternating")
-    print(f"{'metric':30} {'ddprun-train':>26} {'PyTorch':>26} {'ratio':>6}")
+          f" runs, ddprun-train and PyTorch alternating; precision {', '.join(sorted(precisions))}"
+          f" (what ddprun-train's use_amp chose here; the PyTorch runs use the same)")
+    print(f"{'metric':30} {'ddprun-train':>26} {'reference':>26} {'ratio':>6}")
     for name, ours, ref, digits, ratio in rows:
         print(f"{name:30} {cell(ours, digits):>26} {cell(ref, digits):>26} {ratio:6.2f}")
-    print("ratio = ddprun-train / PyTorch (of the medians): above 1 is better for tokens/s and")
-    print("efficiency, worse for times. tokens/s of a run: the median of its 10-step windows after")
-    print("the first. Efficiency: 2-rank tokens/s / (2 x 1-rank tokens/s), run by run. Snapshot")
+    print("reference: PyTorch DDP best eager (fused AdamW, SDPA, no per-step sync), the same under")
+    print("torch.compile, or ddprun-train itself in fp32. ratio = ddprun-train / reference (of the")
+    print("medians): above 1 is better for tokens/s and efficiency, worse for times. tokens/s of a")
+    print("run: the median of its 10-step windows after the first (compile time falls there). Efficiency: 2-rank tokens/s / (2 x 1-rank tokens/s), run by run. Snapshot")
     print("save: ddprun-train fsyncs the file and its folder, torch.save does not; snapshot load:")
     print("ddprun-train's figure includes restoring the model and the optimizer.")
     print(f"load average at end {loadavg()}")

@@ -88,8 +88,9 @@ class GPT(nn.Module):
         return logits, loss
 
 
-def create_optimizer(model, learning_rate=3e-4, weight_decay=0.1):
-    """minGPT-ddp's create_optimizer: Linear and in_proj weights decay, the rest does not."""
+def create_optimizer(model, learning_rate=3e-4, weight_decay=0.1, fused=None):
+    """minGPT-ddp's create_optimizer: Linear and in_proj weights decay, the rest does not.
+    fused: AdamW's own argument (None: PyTorch's default, as the example)."""
     decay, no_decay = set(), set()
     for mn, m in model.named_modules():
         for pn, _ in m.named_parameters(recurse=False):
@@ -108,4 +109,5 @@ def create_optimizer(model, learning_rate=3e-4, weight_decay=0.1):
         {"params": [params[n] for n in sorted(decay)], "weight_decay": weight_decay},
         {"params": [params[n] for n in sorted(no_decay)], "weight_decay": 0.0},
     ]
-    return torch.optim.AdamW(groups, lr=learning_rate, betas=(0.9, 0.95))
+    extra = {} if fused is None else {"fused": fused}  # PyTorch 1.13's AdamW has no `fused`
+    return torch.optim.AdamW(groups, lr=learning_rate, betas=(0.9, 0.95), **extra)

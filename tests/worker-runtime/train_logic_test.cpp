@@ -1,5 +1,5 @@
 // Pure parts of ddprun-train: configuration, corpus, sampler, buckets, environment, atomic files,
-// the resume record, CRC-32 and the zip directory.
+// the resume record, CRC-32, the zip directory and the choice of precision.
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -14,6 +14,7 @@
 #include "crc32.hpp"
 #include "device_agreement.hpp"
 #include "distributed_sampler.hpp"
+#include "precision.hpp"
 #include "progress_report.hpp"
 #include "resume_record.hpp"
 #include "run_environment.hpp"
@@ -363,4 +364,66 @@ TEST_CASE("the zip directory is read, zip64 included, and a cut-short archive is
   damaged[0] = 'X';  // the directory entry's signature
   CHECK_THROWS_WITH(directory_of(damaged), Contains("directory entry 0 is damaged"));
   CHECK_THROWS_WITH(directory_of("PK"), Contains("too short"));
+}
+
+TEST_CASE("precision: use_amp and trainer_config.precision per device", "[precision]") {
+  const DeviceCaps cpu{};  // no native bf16 or fp16
+  const DeviceCaps cpu_bf16{false, 0, 0, true, false};
+  const DeviceCaps cpu_fp16{false, 0, 0, true, true};
+  const DeviceCaps volta{true, 7, 0, false, true};
+  const DeviceCaps hopper{true, 9, 0, true, true};
+  struct Case {
+    Precision requested;
+    bool use_amp;
+    DeviceCaps caps;
+    Precision expected;
+    std::string reason;
+  };
+  const std::vector<Case> cases{
+      {Precision::kAuto, false, hopper, Precision::kFp32, "use_amp is false"},
+      {Precision::kAuto, true, hopper, Precision::kBf16, "compute capability 9.0), which has bf16"},
+      {Precision::kAuto, true, volta, Precision::kFp16, "fp16 with loss scaling"},
+      {Precision::kAuto, true, cpu_bf16, Precision::kBf16, "this CPU, which has native bf16"},
+      {Precision::kAuto, true, cpu, Precision::kFp32, "no native bf16"},
+      {Precision::kFp32, true, hopper, Precision::kFp32, "(instead of use_amp's choice)"},
+      {Precision::kTf32, false, hopper, Precision::kTf32, "trainer_config.precision=tf32"},
+      {Precision::kBf16, false, cpu, Precision::kBf16, "emulated and slower than fp32"},
+      {Precision::kBf16, false, cpu_bf16, Precision::kBf16, "trainer_config.precision=bf16"},
+      {Precision::kFp16, false, volta, Precision::kFp16, "with loss scaling"},
+      {Precision::kFp16, false, cpu_fp16, Precision::kFp16, "with loss scaling"},
+  };
+  for (const auto& c : cases) {
+    INFO(precision_name(c.requested) << " use_amp=" << c.use_amp);
+    const auto plan = plan_precision(c.requested, c.use_amp, c.caps);
+    CHECK(plan.precision == c.expected);
+    CHECK(plan.autocast == (c.expected == Precision::kBf16 || c.expected == Precision::kFp16));
+    CHECK(plan.loss_scaling == (c.expected == Precision::kFp16));
+    CHECK_THAT(plan.reason, Contains(c.reason));
+  }
+  const std::vector<std::pair<Case, std::string>> refused{
+      {{Precision::kFp16, false, cpu, Precision::kFp32, ""},
+       "trainer_config.precision=fp16 cannot run on this CPU: it has no native fp16"},
+      {{Precision::kFp16, true, cpu_bf16, Precision::kFp32, ""}, "no native fp16"},
+      {{Precision::kTf32, false, cpu, Precision::kFp32, ""},
+       "trainer_config.precision=tf32 cannot run on this CPU: TF32 is a tensor-core mode"},
+      {{Precision::kTf32, false, volta, Precision::kFp32, ""},
+       "cannot run on this GPU (compute capability 7.0)"},
+      {{Precision::kBf16, true, volta, Precision::kFp32, ""}, "bf16 needs compute capability 8.0"},
+  };
+  for (const auto& [c, message] : refused) {
+    INFO(precision_name(c.requested));
+    CHECK_THROWS_WITH(plan_precision(c.requested, c.use_amp, c.caps), Contains(message));
+  }
+}
+
+TEST_CASE("precision is read once, as a name", "[precision][config]") {
+  CHECK(preset("default").trainer.precision == Precision::kAuto);
+  CHECK(apply_override(preset("default"), "trainer_config.precision=bf16").trainer.precision ==
+        Precision::kBf16);
+  CHECK_THROWS_WITH(apply_override(preset("default"), "trainer_config.precision=fp8"),
+                    Contains("'trainer_config.precision' must be one of auto, fp32, tf32, bf16, "
+                             "fp16, got 'fp8'"));
+  for (const auto& name : precision_names()) {
+    CHECK(precision_name(*parse_precision(name)) == name);
+  }
 }

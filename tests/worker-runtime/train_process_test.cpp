@@ -1,6 +1,7 @@
 // ddprun-train as real processes: exact resume after SIGKILL, SIGTERM preemption, a snapshot write
 // killed half-way, bad configurations and snapshots, and what a configuration file means. Ranks
 // are started with the torchrun environment; the store is hosted here, as ddprun's agent does.
+#include <ATen/cpu/Utils.h>
 #include <sys/inotify.h>
 #include <unistd.h>
 
@@ -234,6 +235,41 @@ TEST_CASE("a process killed while writing its snapshot leaves the previous one l
   CHECK_THAT(again.output(), Contains("resumed from snapshot.pt"));
 }
 
+TEST_CASE("use_amp and precision on this CPU: what runs is said, what cannot is refused",
+          "[config][precision]") {
+  TempDir dir("precision");
+  const auto capabilities = at::cpu::get_cpu_capabilities();
+  const auto has = [&](const char* name) {
+    const auto it = capabilities.find(name);
+    return it != capabilities.end() && it->second.toBool();
+  };
+  const bool native_bf16 = has("avx512_bf16") || has("amx_bf16");
+  const bool native_fp16 = has("avx512_fp16") || has("amx_fp16");
+  ChildProcess amp(tiny_args({"trainer_config.use_amp=true", "trainer_config.max_epochs=1",
+                              "trainer_config.steps_per_epoch=2"}),
+                   {{"OMP_NUM_THREADS", "1"}}, dir.path.string());
+  REQUIRE(amp.wait(120s) == 0);
+  CHECK_THAT(amp.output(),
+             Contains(native_bf16 ? "precision bf16 (use_amp on this CPU, which has native bf16)"
+                                  : "precision fp32 (use_amp, but this CPU has no native bf16"));
+  std::filesystem::remove(dir.file("snapshot.pt"));
+  ChildProcess fp16(tiny_args({"trainer_config.precision=fp16", "trainer_config.max_epochs=1",
+                               "trainer_config.steps_per_epoch=2"}),
+                    {{"OMP_NUM_THREADS", "1"}}, dir.path.string());
+  const auto status = fp16.wait(120s);
+  INFO(fp16.output());
+  if (native_fp16) {
+    CHECK(status == 0);
+    CHECK_THAT(fp16.output(), Contains("precision fp16 (trainer_config.precision=fp16, with loss "
+                                       "scaling)"));
+  } else {
+    CHECK(status == 2);
+    CHECK_THAT(fp16.output(), Contains("trainer_config.precision=fp16 cannot run on this CPU: it "
+                                       "has no native fp16"));
+    CHECK_FALSE(std::filesystem::exists(dir.file("snapshot.pt")));
+  }
+}
+
 TEST_CASE("bad configurations and snapshots give a clear error and a non-zero exit", "[config]") {
   TempDir dir("bad");
   struct Case {
@@ -262,6 +298,11 @@ TEST_CASE("bad configurations and snapshots give a clear error and a non-zero ex
        2,
        "must be divisible by gpt_config.n_head"},
       {{kTrainer, "--bogus"}, 2, "unknown option --bogus"},
+      {{kTrainer, "trainer_config.precision=fp8"},
+       2,
+       "'trainer_config.precision' must be one of auto, fp32, tf32, bf16, fp16, got 'fp8'"},
+      {tiny_args({"trainer_config.precision=tf32"}), 2,
+       "trainer_config.precision=tf32 cannot run on this CPU: TF32 is a tensor-core mode"},
   };
   for (const auto& c : cases) {
     ChildProcess run(c.args, {}, dir.path.string());

@@ -11,14 +11,22 @@
 
 #include <catch2/catch.hpp>
 #include <filesystem>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "child_process.hpp"
+#include "fused_adamw.hpp"
+#include "loss_scaler.hpp"
 #include "temp_dir.hpp"
 
 using namespace std::chrono_literals;
 using Catch::Matchers::Contains;
 using ddprun::test::ChildProcess;
 using ddprun::test::TempDir;
+using ddprun::train::FusedAdamW;
+using ddprun::train::LossScaler;
+using ddprun::train::LossScalerSettings;
 
 namespace {
 
@@ -36,16 +44,29 @@ std::string reference_torchrun() {
 
 // Two ranks of ddprun-train under torchrun; returns its output after checking the exit status.
 std::string train_under_torchrun(const TempDir& dir, const std::string& max_epochs,
-                                 const std::map<std::string, std::string>& extra_env) {
+                                 const std::map<std::string, std::string>& extra_env,
+                                 const std::vector<std::string>& extra_args = {}) {
   std::map<std::string, std::string> env{{"OMP_NUM_THREADS", "1"}};
   env.insert(extra_env.begin(), extra_env.end());
-  ChildProcess run({reference_torchrun(), "--standalone", "--nproc_per_node", "2", "--no_python",
-                    std::string(DDPRUN_BIN_DIR) + "/ddprun-train", "data_config.block_size=16",
-                    "data_config.truncate=0.25", "gpt_config.n_layer=2", "gpt_config.n_head=2",
-                    "gpt_config.n_embd=32", "trainer_config.batch_size=8",
-                    "trainer_config.steps_per_epoch=3", "trainer_config.max_epochs=" + max_epochs,
-                    "trainer_config.eval_batches=1", "--metrics", "metrics.jsonl"},
-                   env, dir.path.string());
+  std::vector<std::string> args{reference_torchrun(),
+                                "--standalone",
+                                "--nproc_per_node",
+                                "2",
+                                "--no_python",
+                                std::string(DDPRUN_BIN_DIR) + "/ddprun-train",
+                                "data_config.block_size=16",
+                                "data_config.truncate=0.25",
+                                "gpt_config.n_layer=2",
+                                "gpt_config.n_head=2",
+                                "gpt_config.n_embd=32",
+                                "trainer_config.batch_size=8",
+                                "trainer_config.steps_per_epoch=3",
+                                "trainer_config.max_epochs=" + max_epochs,
+                                "trainer_config.eval_batches=1",
+                                "--metrics",
+                                "metrics.jsonl"};
+  args.insert(args.end(), extra_args.begin(), extra_args.end());
+  ChildProcess run(args, env, dir.path.string());
   const auto status = run.wait(180s);
   INFO(run.output());
   REQUIRE(status == 0);
@@ -66,6 +87,89 @@ TEST_CASE("under torchrun 2.x, snapshots load in PyTorch with strict=True", "[py
   INFO(check.output());
   CHECK(status == 0);
   CHECK_THAT(check.output(), Contains("OK finished_epoch=2") && Contains("steps=[6.0]"));
+}
+
+TEST_CASE("a bf16 run's snapshot is fp32 and loads in PyTorch as any other", "[python]") {
+  // Mixed precision keeps master weights and optimizer state in fp32: the snapshot is the same
+  // minGPT-ddp snapshot, and PyTorch's strict load and AdamW take it.
+  TempDir dir("bf16");
+  const auto output = train_under_torchrun(dir, "2", {}, {"trainer_config.precision=bf16"});
+  CHECK_THAT(output, Contains("precision bf16 (trainer_config.precision=bf16"));
+  ChildProcess check({kPython, kSource + "/tests/worker-runtime/check_snapshot.py",
+                      (dir.path / "snapshot.pt").string(), "2", "2", "32"},
+                     {{"PYTHONPATH", kSource + "/tests/worker-runtime"}}, dir.path.string());
+  const auto status = check.wait(120s);
+  INFO(check.output());
+  CHECK(status == 0);
+  CHECK_THAT(check.output(), Contains("OK finished_epoch=2") && Contains("steps=[6.0]"));
+}
+
+namespace {
+
+std::vector<float> floats_of(const nlohmann::json& values) {
+  std::vector<float> out;
+  for (const auto& v : values) {
+    out.push_back(v.is_string() ? std::numeric_limits<float>::infinity() : v.get<float>());
+  }
+  return out;
+}
+
+torch::Tensor tensor_like(const nlohmann::json& values, const torch::Tensor& like) {
+  return torch::tensor(floats_of(values)).view(like.sizes());
+}
+
+}  // namespace
+
+TEST_CASE("the fp16 loss scaler skips, backs off and grows as torch.amp.GradScaler",
+          "[python][precision]") {
+  ChildProcess reference({kPython, kSource + "/tests/worker-runtime/grad_scaler_reference.py"}, {},
+                         kSource);
+  REQUIRE(reference.wait(120s) == 0);
+  std::istringstream lines(reference.output());
+  std::string line;
+  REQUIRE(std::getline(lines, line));
+  const auto initial = nlohmann::json::parse(line)["params"];
+  std::vector<torch::Tensor> params{torch::tensor(floats_of(initial[0])).view({3, 4}),
+                                    torch::tensor(floats_of(initial[1]))};
+  for (auto& p : params) {
+    p.requires_grad_(true);
+  }
+  FusedAdamW optimizer(
+      params, torch::optim::AdamWOptions(0.01).betas({0.9, 0.95}).eps(1e-8).weight_decay(0.1));
+  LossScalerSettings settings;
+  settings.growth_interval = 3;
+  LossScaler scaler(torch::kCPU, settings);
+  int steps = 0;
+  int skipped = 0;
+  while (std::getline(lines, line)) {
+    const auto expected = nlohmann::json::parse(line);
+    INFO("step " << steps);
+    optimizer.zero_grad();
+    auto loss = torch::zeros({});
+    for (size_t k = 0; k < params.size(); ++k) {
+      loss = loss + (params[k] * tensor_like(expected["grads"][k], params[k])).sum();
+    }
+    scaler.scale(loss).backward();
+    std::vector<torch::Tensor> gradients{params[0].grad(), params[1].grad()};
+    const auto found_inf = scaler.unscale(gradients);
+    skipped += found_inf.item<float>() > 0 ? 1 : 0;
+    optimizer.step_unless(found_inf);
+    scaler.update(found_inf);
+    CHECK(scaler.current_scale() == expected["scale"].get<double>());
+    CHECK(scaler.growth_tracker() == expected["tracker"].get<int64_t>());
+    for (size_t k = 0; k < params.size(); ++k) {
+      CHECK(torch::allclose(params[k].detach(), tensor_like(expected["params"][k], params[k]), 0.0,
+                            1e-6));
+    }
+    ++steps;
+  }
+  CHECK(steps == 12);
+  CHECK(skipped == 3);
+  // Skipped steps do not count: the state says 9 steps, as PyTorch's would.
+  optimizer.sync_step_counts();
+  const auto& state = static_cast<const torch::optim::AdamWParamState&>(
+      *optimizer.state().at(params[0].unsafeGetTensorImpl()));
+  CHECK(state.step() == 9);
 }
 
 TEST_CASE("under torchrun 2.x without its shared store, rank 0 hosts the store", "[python]") {
