@@ -75,6 +75,10 @@ make_venv .venv "$TORCH_CPU_VERSION"
 if [[ ! -x .venv/bin/py-spy ]]; then
   .venv/bin/python -m pip install -q --no-cache-dir py-spy
 fi
+# matplotlib: scripts/plot_metrics.py draws the training curves with it.
+if ! .venv/bin/python -c "import matplotlib" 2>/dev/null; then
+  .venv/bin/python -m pip install -q --no-cache-dir matplotlib
+fi
 if [[ ${DDPRUN_CUDA_VENV:-1} != 0 ]]; then
   make_venv .venv-cuda "$TORCH_CUDA_VERSION"
 fi

@@ -57,6 +57,24 @@ std::vector<char32_t> decode_utf8(std::string_view text, std::string_view source
   return out;
 }
 
+void append_utf8(std::string& out, char32_t code) {
+  if (code < 0x80) {
+    out += static_cast<char>(code);
+  } else if (code < 0x800) {
+    out += static_cast<char>(0xC0 | (code >> 6));
+    out += static_cast<char>(0x80 | (code & 0x3F));
+  } else if (code < 0x10000) {
+    out += static_cast<char>(0xE0 | (code >> 12));
+    out += static_cast<char>(0x80 | ((code >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (code & 0x3F));
+  } else {
+    out += static_cast<char>(0xF0 | (code >> 18));
+    out += static_cast<char>(0x80 | ((code >> 12) & 0x3F));
+    out += static_cast<char>(0x80 | ((code >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (code & 0x3F));
+  }
+}
+
 }  // namespace
 
 CharCorpus make_char_corpus(std::string_view utf8_text, double truncate, int64_t block_size,
@@ -85,6 +103,38 @@ CharCorpus make_char_corpus(std::string_view utf8_text, double truncate, int64_t
     corpus.tokens.push_back(index.at(c));
   }
   return corpus;
+}
+
+std::vector<int64_t> encode_text(const CharCorpus& corpus, std::string_view utf8_text,
+                                 std::string_view what) {
+  std::vector<int64_t> tokens;
+  std::string missing;
+  for (const char32_t code : decode_utf8(utf8_text, what)) {
+    const auto it = std::lower_bound(corpus.vocabulary.begin(), corpus.vocabulary.end(), code);
+    if (it == corpus.vocabulary.end() || *it != code) {
+      std::string shown;
+      append_utf8(shown, code);
+      if (missing.find("'" + shown + "'") == std::string::npos) {
+        missing += (missing.empty() ? "'" : ", '") + shown + "'";
+      }
+      continue;
+    }
+    tokens.push_back(it - corpus.vocabulary.begin());
+  }
+  if (!missing.empty()) {
+    throw ConfigError(std::string(what) + " has characters the model's vocabulary (" +
+                      std::to_string(corpus.vocabulary.size()) +
+                      " characters of data_config.path) lacks: " + missing);
+  }
+  return tokens;
+}
+
+std::string decode_tokens(const CharCorpus& corpus, const std::vector<int64_t>& tokens) {
+  std::string text;
+  for (const auto token : tokens) {
+    append_utf8(text, corpus.vocabulary.at(static_cast<size_t>(token)));
+  }
+  return text;
 }
 
 SampleSplit split_samples(const std::vector<int64_t>& permutation, double train_split) {

@@ -23,6 +23,12 @@ struct CharCorpus {
 CharCorpus make_char_corpus(std::string_view utf8_text, double truncate, int64_t block_size,
                             std::string_view source);
 
+// Text <-> token ids over the corpus's vocabulary, for prompts and generated text. encode_text
+// throws ConfigError naming `what` and every character the vocabulary lacks.
+std::vector<int64_t> encode_text(const CharCorpus& corpus, std::string_view utf8_text,
+                                 std::string_view what);
+std::string decode_tokens(const CharCorpus& corpus, const std::vector<int64_t>& tokens);
+
 // A seeded train/test split of the sample indices [0, sample_count), identical on every rank:
 // the first int(n * train_split) of a seeded permutation are training samples, the rest test
 // samples (random_split semantics, but deterministic).

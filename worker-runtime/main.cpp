@@ -10,10 +10,13 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 #include "heap_tuning.hpp"
+#include "sampling.hpp"
 #include "snapshot_io.hpp"
 #include "trainer.hpp"
 
@@ -30,6 +33,9 @@ constexpr int kExitUsage = 2;
 
 const char* const kUsage =
     "usage: ddprun-train [CONFIG] [section.key=value ...] [--metrics PATH]\n"
+    "       ddprun-train sample [CONFIG] [section.key=value ...] [--snapshot PATH]\n"
+    "                    [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K] [--seed S]\n"
+    "                    [--greedy]\n"
     "  CONFIG   a YAML or JSON file in minGPT-ddp's gpt2_train_cfg.yaml layout, or a preset:\n"
     "           'default' (small, trains on 2 CPU cores in about a minute) or 'mingpt'\n"
     "           (minGPT-ddp's values; reads data_config.path, default input.txt)\n"
@@ -44,7 +50,14 @@ const char* const kUsage =
     "SIGTERM: the ranks agree to stop at their next vote (after the current step, or within\n"
     "about half a second of short steps), write the snapshot, exit 143.\n"
     "Snapshots (trainer_config.snapshot_path) are minGPT-ddp's: either program resumes the\n"
-    "other's. On resume the optimizer's learning rate and weight decay come from the snapshot.\n";
+    "other's. On resume the optimizer's learning rate and weight decay come from the snapshot.\n"
+    "  trainer_config.sample_tokens=N   rank 0 prints N sampled tokens after the last epoch\n"
+    "           (default 200, 0: none); trainer_config.sample_every=E also every E epochs\n"
+    "sample: prints PROMPT (default: the corpus's first character) and N tokens (default 200)\n"
+    "  the model of CONFIG writes, from --snapshot (default trainer_config.snapshot_path), as\n"
+    "  minGPT's generate(): context cropped to block_size, logits / T (default 1), the top K\n"
+    "  only (default 0: all), drawn with seed S (default 1337), or the argmax with --greedy.\n"
+    "  The vocabulary is data_config.path's (with truncate), as in training.\n";
 
 std::string read_file(const std::string& path, const std::string& what) {
   std::ifstream in(path, std::ios::binary);
@@ -61,28 +74,93 @@ std::string read_file(const std::string& path, const std::string& what) {
 struct CommandLine {
   TrainConfig config;
   bool help = false;
+  std::optional<SampleRequest> sample;  // `ddprun-train sample ...`
 };
+
+// "--name VALUE" or "--name=VALUE" at args[k]: the value (advancing k past it), or nullopt when
+// args[k] is another option.
+std::optional<std::string> option_value(const std::vector<std::string>& args, size_t& k,
+                                        const std::string& name) {
+  const auto& arg = args[k];
+  if (arg == name) {
+    if (k + 1 >= args.size()) {
+      throw ConfigError(name + " needs a value");
+    }
+    return args[++k];
+  }
+  if (arg.rfind(name + "=", 0) == 0) {
+    return arg.substr(name.size() + 1);
+  }
+  return std::nullopt;
+}
+
+template <typename T>
+T number_option(const std::string& name, const std::string& text, T low, T high) {
+  std::istringstream in(text);
+  T value{};
+  if (!(in >> value) || !in.eof() || value < low || value > high) {
+    std::ostringstream message;
+    message << name << " must be a number from " << low << " to " << high << ", got '" << text
+            << "'";
+    throw ConfigError(message.str());
+  }
+  return value;
+}
+
+// The sampling options at args[k], into `request`; false when args[k] is none of them.
+bool take_sample_option(const std::vector<std::string>& args, size_t& k, SampleRequest& request) {
+  auto& g = request.generation;
+  if (args[k] == "--greedy") {
+    g.greedy = true;
+    return true;
+  }
+  using Setter = std::function<void(const std::string&)>;
+  const std::vector<std::pair<std::string, Setter>> valued{
+      {"--snapshot", [&](const std::string& v) { request.snapshot_path = v; }},
+      {"--prompt", [&](const std::string& v) { request.prompt = v; }},
+      {"--tokens",
+       [&](const std::string& v) { g.tokens = number_option<int64_t>("--tokens", v, 0, 1000000); }},
+      {"--temperature",
+       [&](const std::string& v) {
+         g.temperature = number_option<double>("--temperature", v, 1e-6, 1e6);
+       }},
+      {"--top-k",
+       [&](const std::string& v) { g.top_k = number_option<int64_t>("--top-k", v, 0, 1 << 20); }},
+      {"--seed",
+       [&](const std::string& v) {
+         g.seed = number_option<uint64_t>("--seed", v, 0, uint64_t{1} << 62);
+       }},
+  };
+  for (const auto& [name, set] : valued) {
+    if (const auto value = option_value(args, k, name)) {
+      set(*value);
+      return true;
+    }
+  }
+  return false;
+}
 
 CommandLine parse_command_line(int argc, char** argv) {
   CommandLine parsed;
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (!args.empty() && args.front() == "sample") {
+    args.erase(args.begin());
+    parsed.sample.emplace();
+  }
   std::string source;
   std::vector<std::string> overrides;
   std::string metrics;
-  for (int k = 1; k < argc; ++k) {
-    const std::string arg = argv[k];
+  for (size_t k = 0; k < args.size(); ++k) {
+    const std::string& arg = args[k];
     if (arg == "-h" || arg == "--help") {
       parsed.help = true;
       return parsed;
     }
-    if (arg == "--metrics" || arg.rfind("--metrics=", 0) == 0) {
-      if (arg == "--metrics") {
-        if (k + 1 >= argc) {
-          throw ConfigError("--metrics needs a path");
-        }
-        metrics = argv[++k];
-      } else {
-        metrics = arg.substr(10);
-      }
+    if (parsed.sample && take_sample_option(args, k, *parsed.sample)) {
+      continue;
+    }
+    if (auto v = option_value(args, k, "--metrics")) {
+      metrics = *v;
     } else if (arg.rfind("--", 0) == 0) {
       throw ConfigError("unknown option " + arg + " (see --help)");
     } else if (arg.find('=') != std::string::npos) {
@@ -165,6 +243,10 @@ int run(int argc, char** argv, StopSignals& signals) {
     }
     inputs.corpus_text = read_file(path, "data_config.path");
     inputs.corpus_name = path;
+  }
+  if (command.sample) {
+    run_sampling(inputs.config, inputs.corpus_text, inputs.corpus_name, *command.sample, std::cout);
+    return 0;
   }
   inputs.env = read_run_environment([](const std::string& name) -> std::optional<std::string> {
     const char* value = std::getenv(name.c_str());

@@ -102,7 +102,9 @@ const std::map<std::string, std::map<std::string, Setter>>& key_table() {
         {"eval_batches", field(&TrainConfig::trainer, &TrainerConfig::eval_batches)},
         {"log_every", field(&TrainConfig::trainer, &TrainerConfig::log_every)},
         {"metrics_path", field(&TrainConfig::trainer, &TrainerConfig::metrics_path)},
-        {"precision", set_precision}}},
+        {"precision", set_precision},
+        {"sample_tokens", field(&TrainConfig::trainer, &TrainerConfig::sample_tokens)},
+        {"sample_every", field(&TrainConfig::trainer, &TrainerConfig::sample_every)}}},
       {"optimizer_config",
        {{"weight_decay", field(&TrainConfig::optimizer, &OptimizerConfig::weight_decay)},
         {"learning_rate", field(&TrainConfig::optimizer, &OptimizerConfig::learning_rate)}}},
@@ -262,6 +264,9 @@ void validate(const TrainConfig& config) {
   require(t.steps_per_epoch >= 0, "trainer_config.steps_per_epoch must be >= 0");
   require(t.eval_batches >= 0, "trainer_config.eval_batches must be >= 0");
   require(t.log_every >= 1, "trainer_config.log_every must be >= 1");
+  require(t.sample_tokens >= 0 && t.sample_tokens <= 100000,
+          "trainer_config.sample_tokens must be between 0 and 100000");
+  require(t.sample_every >= 0, "trainer_config.sample_every must be >= 0");
   require(o.learning_rate > 0.0 && o.learning_rate < 10.0,
           "optimizer_config.learning_rate must be in (0, 10)");
   require(o.weight_decay >= 0.0 && o.weight_decay < 10.0,

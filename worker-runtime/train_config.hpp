@@ -54,6 +54,8 @@ struct TrainerConfig {
   int64_t log_every = 10;
   std::string metrics_path;  // empty: no JSON lines
   Precision precision = Precision::kAuto;
+  int64_t sample_tokens = 200;  // rank 0 prints a sample this long after the last epoch; 0: none
+  int64_t sample_every = 0;     // and every this many epochs; 0: only after the last
 };
 
 struct OptimizerConfig {

@@ -10,6 +10,7 @@
 #include "char_corpus.hpp"
 #include "collectives.hpp"
 #include "distributed_sampler.hpp"
+#include "generation.hpp"
 #include "gpt_model.hpp"
 #include "gradient_clipping.hpp"
 #include "gradient_reducer.hpp"
@@ -189,6 +190,8 @@ class Trainer {
   // Returns the (eval loss sum, eval tokens, train loss sum) of all ranks.
   std::vector<double> evaluate(const torch::Tensor& train_loss_sum);
   void save_snapshot(const TrainingPosition& at);
+  // Rank 0 prints what the model writes now, so that a run shows what it learned.
+  void print_sample(int64_t epoch);
   ProgressSample progress_at(int64_t epoch, int64_t step) const;
 
   const TrainerInputs& inputs_;
@@ -481,6 +484,11 @@ std::optional<TrainOutcome> Trainer::run_epoch(int64_t epoch) {
   summary.peak_memory_kind = peak.kind;
   say(epoch_summary_line(summary));
   metrics_.write(metrics_json_line(summary, "epoch"));
+  if (trainer_.sample_tokens > 0 &&
+      (epoch == trainer_.max_epochs ||
+       (trainer_.sample_every > 0 && epoch % trainer_.sample_every == 0))) {
+    print_sample(epoch);
+  }
 
   if (epoch % trainer_.save_every == 0 || epoch == trainer_.max_epochs) {
     TrainingPosition at = position_;
@@ -530,6 +538,24 @@ void Trainer::save_snapshot(const TrainingPosition& at) {
   }
   // Keep the ranks together so none exits (or races ahead) before the file is whole.
   collectives_.barrier();
+}
+
+void Trainer::print_sample(int64_t epoch) {
+  if (rank_ != 0) {
+    return;
+  }
+  GenerationOptions options;
+  options.tokens = trainer_.sample_tokens;
+  options.temperature = 0.8;
+  options.seed = static_cast<uint64_t>(trainer_.seed);
+  const std::vector<int64_t> prompt{corpus_.tokens.front()};
+  const auto text = generate(*model_, prompt, options, autocast_dtype_);
+  std::ostringstream line;
+  line << "sample after epoch " << epoch << " (" << options.tokens << " tokens, temperature "
+       << options.temperature << ", seed " << options.seed
+       << "; `ddprun-train sample` with this run's configuration writes more):\n"
+       << decode_tokens(corpus_, prompt) << decode_tokens(corpus_, text);
+  say(line.str());
 }
 
 // What a step line and an epoch summary both report, as of now.

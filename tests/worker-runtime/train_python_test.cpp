@@ -11,6 +11,7 @@
 
 #include <catch2/catch.hpp>
 #include <filesystem>
+#include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -252,4 +253,143 @@ TEST_CASE("an example snapshot of another model shape is refused, naming file an
   CHECK_THAT(run.output(),
              Contains("snapshot snapshot.pt: it holds a model with n_layer=1, n_embd=16, "
                       "vocab_size=45, block_size=16 but this run builds n_layer=1, n_embd=32"));
+}
+
+namespace {
+
+// A trained tiny model (1 rank, 2 epochs of 3 steps) on a quarter of the default corpus, with
+// its metrics: what sampling and plotting start from.
+struct TrainedRun {
+  TrainedRun() : dir("trained") {
+    ChildProcess run({std::string(DDPRUN_BIN_DIR) + "/ddprun-train", "data_config.path=" + kCorpus,
+                      "data_config.block_size=16", "data_config.truncate=0.25",
+                      "gpt_config.n_layer=1", "gpt_config.n_head=2", "gpt_config.n_embd=32",
+                      "trainer_config.batch_size=8", "trainer_config.steps_per_epoch=3",
+                      "trainer_config.eval_batches=1", "trainer_config.max_epochs=2",
+                      "trainer_config.log_every=1", "trainer_config.sample_tokens=20",
+                      "optimizer_config.learning_rate=0.01", "--metrics", "metrics.jsonl"},
+                     {{"OMP_NUM_THREADS", "1"}}, dir.path.string());
+    const auto status = run.wait(120s);
+    INFO(run.output());
+    REQUIRE(status == 0);
+    output = run.output();
+  }
+
+  // `ddprun-train sample` on this run's configuration; returns (exit status, output).
+  std::pair<int, std::string> sample(const std::vector<std::string>& options) const {
+    std::vector<std::string> args{std::string(DDPRUN_BIN_DIR) + "/ddprun-train",
+                                  "sample",
+                                  "data_config.path=" + kCorpus,
+                                  "data_config.block_size=16",
+                                  "data_config.truncate=0.25",
+                                  "gpt_config.n_layer=1",
+                                  "gpt_config.n_head=2",
+                                  "gpt_config.n_embd=32"};
+    args.insert(args.end(), options.begin(), options.end());
+    ChildProcess run(args, {{"OMP_NUM_THREADS", "1"}}, dir.path.string());
+    const auto status = run.wait(120s);
+    REQUIRE(status.has_value());
+    return {*status, run.output()};
+  }
+
+  TempDir dir;
+  std::string output;
+};
+
+}  // namespace
+
+TEST_CASE("samples from a snapshot: greedy text is minGPT's generate() in PyTorch",
+          "[python][sample]") {
+  const TrainedRun trained;
+  // The run ends with a sample of its own.
+  CHECK_THAT(trained.output, Contains("sample after epoch 2 (20 tokens, temperature 0.8"));
+
+  const std::vector<std::string> greedy{"--prompt", "The ", "--tokens", "40", "--greedy"};
+  const auto [status, text] = trained.sample(greedy);
+  INFO(text);
+  REQUIRE(status == 0);
+  CHECK(text.rfind("The ", 0) == 0);
+  CHECK(text.size() > 4 + 40);                   // 40 characters, some of them multi-byte
+  CHECK(trained.sample(greedy).second == text);  // greedy is deterministic
+
+  ChildProcess reference({kPython, kSource + "/tests/worker-runtime/mingpt_generate.py",
+                          (trained.dir.path / "snapshot.pt").string(), "--corpus", kCorpus,
+                          "--truncate", "0.25", "--block", "16", "--layers", "1", "--heads", "2",
+                          "--embd", "32", "--prompt", "The ", "--tokens", "40"},
+                         {{"PYTHONPATH", kSource + "/tests/worker-runtime"}}, kSource);
+  REQUIRE(reference.wait(120s) == 0);
+  CHECK(reference.output() == text);
+
+  // Sampled text follows the seed.
+  const std::vector<std::string> drawn{"--prompt", "The ",          "--tokens", "60",      "--seed",
+                                       "7",        "--temperature", "1.5",      "--top-k", "20"};
+  const auto first = trained.sample(drawn);
+  CHECK(first.first == 0);
+  CHECK(trained.sample(drawn).second == first.second);
+  auto other_seed = drawn;
+  other_seed[5] = "8";
+  CHECK(trained.sample(other_seed).second != first.second);
+
+  // What cannot be sampled is refused with a message.
+  const auto outside = trained.sample({"--prompt", "price \xe2\x82\xac"});
+  CHECK(outside.first == 2);
+  CHECK_THAT(outside.second, Contains("the prompt has characters the model's vocabulary") &&
+                                 Contains("lacks: '\xe2\x82\xac'"));
+  const auto bad_number = trained.sample({"--temperature", "0"});
+  CHECK(bad_number.first == 2);
+  CHECK_THAT(bad_number.second, Contains("--temperature must be a number from"));
+  const auto missing = trained.sample({"--snapshot", "nowhere.pt"});
+  CHECK(missing.first == 2);
+  CHECK_THAT(missing.second, Contains("no snapshot at nowhere.pt"));
+}
+
+TEST_CASE("the plot script draws the metrics file's series", "[python][plot]") {
+  const TrainedRun trained;
+  const auto png = (trained.dir.path / "curves.png").string();
+  const auto series = (trained.dir.path / "series.json").string();
+  ChildProcess plot(
+      {kPython, kSource + "/scripts/plot_metrics.py", (trained.dir.path / "metrics.jsonl").string(),
+       "-o", png, "--series-out", series},
+      {}, kSource);
+  const auto status = plot.wait(120s);
+  INFO(plot.output());
+  REQUIRE(status == 0);
+  std::ifstream picture(png, std::ios::binary);
+  std::string signature(8, '\0');
+  picture.read(signature.data(), 8);
+  CHECK(signature == "\x89PNG\r\n\x1a\n");
+
+  // What was drawn is what the metrics file says: every step's train loss and tokens/s, and
+  // each epoch's eval loss, at the job's step.
+  std::vector<double> steps, losses, speeds, epoch_steps, eval_losses;
+  std::ifstream metrics(trained.dir.path / "metrics.jsonl");
+  for (std::string line; std::getline(metrics, line);) {
+    const auto record = nlohmann::json::parse(line);
+    const auto kind = record.at("kind").get<std::string>();
+    if (kind != "step" && kind != "epoch") {
+      continue;  // snapshot and resume records carry no step
+    }
+    const double step = static_cast<double>((record.at("epoch").get<int64_t>() - 1) *
+                                                record.at("iters_in_epoch").get<int64_t>() +
+                                            record.at("iter").get<int64_t>());
+    if (kind == "step") {
+      steps.push_back(step);
+      losses.push_back(record.at("train_loss").get<double>());
+      speeds.push_back(record.at("tokens_per_second").get<double>());
+    } else {
+      epoch_steps.push_back(step);
+      eval_losses.push_back(record.at("eval_loss").get<double>());
+    }
+  }
+  CHECK(steps.size() == 6);
+  CHECK(epoch_steps == std::vector<double>{3, 6});
+  const auto drawn = nlohmann::json::parse(std::ifstream(series));
+  const auto line_of = [&](const char* name, const char* axis) {
+    return drawn.at(name).at(axis).get<std::vector<double>>();
+  };
+  CHECK(line_of("loss/train loss", "x") == steps);
+  CHECK(line_of("loss/train loss", "y") == losses);
+  CHECK(line_of("loss/eval loss", "x") == epoch_steps);
+  CHECK(line_of("loss/eval loss", "y") == eval_losses);
+  CHECK(line_of("speed/tokens/s", "y") == speeds);
 }
