@@ -7,6 +7,7 @@
 
 #include "launcher/option_table.hpp"
 #include "launcher/usage_error.hpp"
+#include "launcher/value_parsers.hpp"
 
 namespace ddprun::launcher {
 namespace po = boost::program_options;
@@ -125,6 +126,18 @@ std::string expected_form(const std::string& key) {
   throw UsageError("command line", error.what(), "the forms listed by ddprun --help");
 }
 
+// The one place an option's text is read, from the command line or from PET_*. A list or
+// mapping wrapped whole in quotes that no shell removed (a YAML job template, Python's
+// subprocess.run) loses them here, so every later check sees the list itself. torchrun 2.13
+// removes no quotes: a quoted --rdzv-conf starts there only because c10d ignores the keys the
+// quotes mangle ("'join_timeout"), a quoted --signals-to-handle loses its first and last name,
+// and quoted --redirects, --tee and --local-ranks-filter are refused (README, "Using ddprun").
+std::string option_text(const OptionSpec& spec, const std::string& text) {
+  if (spec.kind == OptionKind::kList)
+    return std::string(without_enclosing_quotes(text));
+  return text;
+}
+
 }  // namespace
 
 ParsedCommandLine parse_command_line(const std::vector<std::string>& args, const Environment& env) {
@@ -144,7 +157,7 @@ ParsedCommandLine parse_command_line(const std::vector<std::string>& args, const
       RawValue value;
       value.text = spec->kind == OptionKind::kFlag ? "1"
                    : option.value.empty()          ? ""
-                                                   : option.value.back();
+                                                   : option_text(*spec, option.value.back());
       value.source = "cli";
       value.shown_as = option_token_name(option);
       parsed.values.insert_or_assign(option.string_key, std::move(value));
@@ -158,7 +171,8 @@ ParsedCommandLine parse_command_line(const std::vector<std::string>& args, const
       continue;
     const std::string variable = pet_variable(spec.dest);
     if (auto text = lookup(env, variable)) {
-      parsed.values.emplace(std::string(spec.dest), RawValue{*text, "env:" + variable, variable});
+      parsed.values.emplace(std::string(spec.dest),
+                            RawValue{option_text(spec, *text), "env:" + variable, variable});
     }
   }
 

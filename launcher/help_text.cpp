@@ -65,18 +65,20 @@ constexpr std::string_view kClosing =
     "  srun --nodes 2 --ntasks-per-node 1 ddprun train\n"
     "  ddprun --print-config --nnodes 1:4 -m mypkg.train\n";
 
-void append_wrapped(std::string& out, std::string_view text) {
+void append_wrapped(std::string& out, std::string_view text, std::string_view indent = kIndent) {
   std::size_t column = 0;
+  bool line_start = true;
   while (!text.empty()) {
     const auto space = text.find(' ');
     const std::string_view word = text.substr(0, space);
-    if (column == 0) {
-      out += kIndent;
-      column = kIndent.size();
+    if (line_start) {
+      out += indent;
+      column = indent.size();
+      line_start = false;
     } else if (column + 1 + word.size() > kWidth) {
       out += '\n';
-      out += kIndent;
-      column = kIndent.size();
+      out += indent;
+      column = indent.size();
     } else {
       out += ' ';
       ++column;
@@ -102,10 +104,24 @@ std::string option_heading(const OptionSpec& spec) {
   return heading;
 }
 
+// The options of kind kList, named from the table, and what quotes around their values do.
+std::string quoting_paragraph() {
+  std::string names;
+  for (const auto& spec : option_table()) {
+    if (spec.kind == OptionKind::kList)
+      names.append(names.empty() ? "" : ", ").append(display_name(spec));
+  }
+  return "A list or mapping value (" + names +
+         ") wrapped whole in quotes that no shell removed, as from YAML or Python's "
+         "subprocess (--rdzv-conf \"'join_timeout=5,timeout=5'\"), is read without them, "
+         "on the command line and in PET_*.";
+}
+
 }  // namespace
 
 std::string help_text() {
   std::string out(kIntroduction);
+  append_wrapped(out, quoting_paragraph(), "");
   for (const OptionGroup group :
        {OptionGroup::kNodes, OptionGroup::kWorkers, OptionGroup::kRestarts, OptionGroup::kLogs,
         OptionGroup::kEntry, OptionGroup::kExtras}) {

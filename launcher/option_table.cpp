@@ -19,13 +19,13 @@ constexpr std::array kOptions{
                "--master-addr:--master-port), c10d (elastic, store at --rdzv-endpoint, hosted "
                "by one agent) or etcd (elastic on an etcd v3 cluster: survives the loss of any "
                "node; also etcd-v2, etcd-v3). Default static; c10d under Slurm."},
-    OptionSpec{"rdzv_endpoint", "rdzv-endpoint", '\0', kValue, kNodes, true, "HOST[:PORT]",
+    OptionSpec{"rdzv_endpoint", "rdzv-endpoint", '\0', kList, kNodes, true, "HOST[:PORT]",
                "Rendezvous store address; IPv6 in brackets ([::1]:29400). c10d's default port "
                "is 29400. Under Slurm: the first node of the step. etcd: the members, "
                "HOST:PORT[,HOST:PORT...] (port 2379 by default)."},
     OptionSpec{"rdzv_id", "rdzv-id", '\0', kValue, kNodes, true, "ID",
                "Job id, the same on every node. Default none; JOB.STEP under Slurm."},
-    OptionSpec{"rdzv_conf", "rdzv-conf", '\0', kValue, kNodes, true, "K=V[,K=V...]",
+    OptionSpec{"rdzv_conf", "rdzv-conf", '\0', kList, kNodes, true, "K=V[,K=V...]",
                "Rendezvous settings, e.g. join_timeout=900,is_host=1. Keys: join_timeout (600), "
                "last_call_timeout (30), close_timeout (30), heartbeat_timeout (5), "
                "keep_alive_interval (5), read_timeout (60), all in seconds; "
@@ -74,7 +74,7 @@ constexpr std::array kOptions{
                "torchrun checks its workers this often. ddprun sees an exit at once; after a "
                "failure it waits this long for more before stopping the other workers, so "
                "failures of the same moment are all reported. Default 0.1."},
-    OptionSpec{"signals_to_handle", "signals-to-handle", '\0', kValue, kRestarts, true,
+    OptionSpec{"signals_to_handle", "signals-to-handle", '\0', kList, kRestarts, true,
                "SIG[,SIG...]",
                "Signals forwarded to the workers before ddprun stops them. Default "
                "SIGTERM,SIGINT,SIGHUP,SIGQUIT; add SIGUSR1 for Slurm's --signal."},
@@ -86,29 +86,33 @@ constexpr std::array kOptions{
     OptionSpec{"log_dir", "log-dir", '\0', kValue, kLogs, true, "DIR",
                "Base directory for worker log files (a fresh temporary directory by default; "
                "/dev/null turns files off)."},
-    OptionSpec{"redirects", "", 'r', kValue, kLogs, true, "0-3|RANK:0-3,...",
+    OptionSpec{"redirects", "", 'r', kList, kLogs, true, "0-3|RANK:0-3,...",
                "Send worker output to files in the log directory instead of the console: "
                "0 none, 1 stdout, 2 stderr, 3 both; or per local rank, e.g. 0:1,1:2. Without "
                "it workers write to ddprun's own stdout and stderr, untouched. Default 0."},
-    OptionSpec{"tee", "", 't', kValue, kLogs, true, "0-3|RANK:0-3,...",
+    OptionSpec{"tee", "", 't', kList, kLogs, true, "0-3|RANK:0-3,...",
                "Like --redirects, and ddprun also prints each line to its console with a "
                "[role0]: prefix ($TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE changes it); a "
                "partial line or progress bar shows at once. Default 0."},
-    OptionSpec{"local_ranks_filter", "local-ranks-filter", '\0', kValue, kLogs, true,
+    OptionSpec{"local_ranks_filter", "local-ranks-filter", '\0', kList, kLogs, true,
                "RANK[,RANK...]",
                "Show only these local ranks on the console; the others' console streams go to "
                "/dev/null (their log files are still written). Default: all."},
-    OptionSpec{"duplicate_stdout_filters", "duplicate-stdout-filters", '\0', kValue, kLogs, true,
+    OptionSpec{"duplicate_stdout_filters", "duplicate-stdout-filters", '\0', kList, kLogs, true,
                "TEXT[,TEXT...]",
                "Also copy the --tee'd stdout lines that contain any of these strings, "
                "prefixed, to <log_dir>/<run>/attempt_<n>/filtered_stdout.log (,, is a literal "
                "comma)."},
-    OptionSpec{"duplicate_stderr_filters", "duplicate-stderr-filters", '\0', kValue, kLogs, true,
+    OptionSpec{"duplicate_stderr_filters", "duplicate-stderr-filters", '\0', kList, kLogs, true,
                "TEXT[,TEXT...]", "The same for stderr, into filtered_stderr.log."},
     OptionSpec{"event_log_handler", "event-log-handler", '\0', kValue, kLogs, true, "NAME",
                "Where agent and rendezvous events go. Default null."},
-    OptionSpec{"logs_specs", "logs-specs", '\0', kValue, kLogs, false, "NAME",
-               "Accepted for compatibility (a torchrun log-layout plugin name)."},
+    OptionSpec{"logs_specs", "logs-specs", '\0', kValue, kLogs, false, "default",
+               "torchrun's log-layout plugin (a torchrun.logs_specs Python entry point). "
+               "ddprun cannot load Python plugins: it accepts default, torchrun's own layout, "
+               "which it writes, and refuses any other name before starting anything. Shape "
+               "the logs with --log-dir, --redirects, --tee, --local-ranks-filter and the "
+               "duplicate filters. Not read from PET_LOGS_SPECS (torchrun does not read it)."},
 
     // Entry point.
     OptionSpec{"module", "", 'm', kFlag, kEntry, true, "",

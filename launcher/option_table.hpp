@@ -11,6 +11,9 @@ namespace ddprun::launcher {
 
 enum class OptionKind {
   kValue,  // takes one value: --nnodes 2, --nnodes=2, -r3
+  kList,   // takes one value that is a list or a mapping (--rdzv-conf a=1,b=2, -r 0:1,1:2);
+           // wrapped whole in quotes, on the command line or in PET_*, it is read without
+           // them (without_enclosing_quotes, applied once where values are read)
   kFlag,   // takes none; PET_<NAME>=0/1 sets its default
 };
 

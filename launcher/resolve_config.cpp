@@ -379,8 +379,17 @@ ResolvedLaunch resolve_launch(const ParsedCommandLine& parsed, const Environment
   }
   if (auto v = values.get("event_log_handler"))
     config.event_log_handler = v->text;
-  if (auto v = values.get("logs_specs"); v && !v->text.empty())
-    config.logs_specs = v->text;
+  if (auto v = values.get("logs_specs"))
+    config.logs_specs = parse_logs_specs(v->text, label("logs_specs", *v));
+  if (auto pet = lookup(env, "PET_LOGS_SPECS"); pet && !pet->empty() && *pet != "default") {
+    // torchrun 2.13 reads no PET_LOGS_SPECS (its --logs-specs has no env action) and starts
+    // the job with its default layout; so does ddprun, but it says so.
+    resolved.warnings.push_back(
+        cat("PET_LOGS_SPECS='", *pet,
+            "' is not read (torchrun does not read it either), and ddprun cannot load Python "
+            "log-spec plugins: the logs keep torchrun's default layout (--log-dir, --redirects, "
+            "--tee, --local-ranks-filter and the duplicate filters shape it)"));
+  }
   if (auto v = values.get("numa_binding")) {
     config.numa_binding = check_choice(*v, label("numa_binding", *v),
                                        {"node", "socket", "exclusive", "core-complex"});

@@ -97,6 +97,13 @@ int to_std_bits(char digit, std::string_view text, const std::string& option) {
 
 }  // namespace
 
+std::string_view without_enclosing_quotes(std::string_view text) {
+  const std::string_view value = trim(text);
+  const bool quoted_whole = value.size() >= 2 && (value.front() == '\'' || value.front() == '"') &&
+                            value.back() == value.front();
+  return quoted_whole ? value.substr(1, value.size() - 2) : text;
+}
+
 int parse_int(std::string_view text, const std::string& option, const std::string& expected,
               int min, int max) {
   const auto value = to_integer(text);
@@ -295,6 +302,18 @@ std::vector<int> parse_signal_names(std::string_view text, const std::string& op
     }
   }
   return numbers;
+}
+
+std::string parse_logs_specs(std::string_view text, const std::string& option) {
+  if (text == "default")
+    return std::string(text);
+  throw UsageError(
+      option,
+      cat(quoted(text),
+          " would name a torchrun.logs_specs plugin, a Python class that ddprun cannot load"),
+      "default (torchrun's own log layout, which ddprun writes) or no --logs-specs; ddprun "
+      "shapes its logs with --log-dir, -r/--redirects, -t/--tee, --local-ranks-filter, "
+      "--duplicate-stdout-filters and --duplicate-stderr-filters");
 }
 
 bool parse_env_flag(std::string_view text, const std::string& option) {

@@ -15,6 +15,13 @@
 
 namespace ddprun::launcher {
 
+// A list or mapping value (OptionKind::kList) as written in a job template, a YAML file or a
+// Python subprocess call, where shell quoting is not removed: "'a=1,b=2'" or "\"0:1,1:2\"".
+// When the text, surrounding blanks aside, is wrapped whole in one pair of matching single or
+// double quotes, the text inside them; anything else unchanged, so it meets the option's
+// usual checks. One pair only: "''x''" is 'x'.
+std::string_view without_enclosing_quotes(std::string_view text);
+
 // Whole-string integer in [min, max]; surrounding blanks and a leading '+' are allowed, as
 // Python's int() allows them.
 int parse_int(std::string_view text, const std::string& option, const std::string& expected,
@@ -59,6 +66,11 @@ std::vector<std::string> parse_filter_list(std::string_view text);
 // "SIGTERM,SIGUSR1": the numbers of the named signals; unknown names and signals that cannot
 // be caught are errors.
 std::vector<int> parse_signal_names(std::string_view text, const std::string& option);
+
+// --logs-specs: torchrun loads a Python class from its torchrun.logs_specs entry points by this
+// name. torch ships one, "default" (DefaultLogsSpecs), the layout ddprun writes; any other
+// name, "" included, is an error before anything starts (torchrun: ValueError, exit 1).
+std::string parse_logs_specs(std::string_view text, const std::string& option);
 
 // PET_X for a flag: an integer, non-zero meaning on (torchrun's bool(int(value))).
 bool parse_env_flag(std::string_view text, const std::string& option);

@@ -1,8 +1,8 @@
 // ddprun side by side with torchrun 2.13 (the project's .venv, made by scripts/install-deps.sh):
 // what reaches a terminal and what workers see of it in every output mode, the failure table
 // when several ranks fail, the worker environment of --virtual-local-rank and the torchrun
-// variables, and --duplicate-stdout-filters' file. Workers are small shell scripts, so both
-// launchers run the very same thing.
+// variables, --duplicate-stdout-filters' file, quoted list values and --logs-specs. Workers are
+// small shell scripts, so both launchers run the very same thing.
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -68,6 +68,38 @@ std::string masked_table(const std::string& output) {
   table = std::regex_replace(table, std::regex("\\(pid: [0-9]+\\)"), "(pid: P)");
   table = std::regex_replace(table, std::regex("host      : [^\n]+"), "host      : H");
   return table;
+}
+
+struct MarkedRun {
+  int status = -1;
+  bool worker_ran = false;
+  std::string output;
+};
+
+// `launcher --standalone OPTIONS` with one worker that creates <dir>/<tag>.ran: the exit
+// status, and whether the worker started at all.
+MarkedRun run_marking_worker(const std::vector<std::string>& launcher,
+                             const std::vector<std::string>& options, const TempDir& dir,
+                             const std::string& tag, const Env& env = {}) {
+  const std::string marker = dir / (tag + ".ran");
+  Process agent(concat(concat(concat(launcher, {"--standalone"}), options),
+                       {"--no-python", "/usr/bin/touch", marker}),
+                dir / (tag + ".out"), env);
+  const auto status = agent.wait_exit(60s);
+  return {status.value_or(-1), fs::exists(marker), agent.output()};
+}
+
+// Both launchers, torchrun 2.13 first, start the job with `options` and `env`: exit 0, and the
+// worker ran.
+void check_both_run_the_worker(const std::vector<std::string>& options, const Env& env,
+                               const TempDir& dir, const std::string& tag) {
+  for (const auto& [launcher, name] :
+       {std::pair{torchrun(), tag + "-torchrun"}, std::pair{ddprun_launcher(), tag + "-ddprun"}}) {
+    const MarkedRun run = run_marking_worker(launcher, options, dir, name, env);
+    INFO(name << ": " << run.output);
+    CHECK(run.status == 0);
+    CHECK(run.worker_ran);
+  }
 }
 
 }  // namespace
@@ -212,4 +244,46 @@ TEST_CASE("--duplicate-stdout-filters writes the file torchrun 2.13 writes") {
         std::vector<std::string>{"[default0]:acc, loss=0", "[default0]:step 1 loss=0",
                                  "[default1]:acc, loss=1", "[default1]:step 1 loss=1"});
   CHECK(reference.second == std::vector<std::string>{"[default0]:lr=1", "[default1]:lr=1"});
+}
+
+TEST_CASE("quoted list values that torchrun 2.13 starts a job with, ddprun starts it with too") {
+  // As Python's subprocess.run or a YAML template hands them over: no shell removed the quotes.
+  // torchrun 2.13 does not strip them; it starts because c10d ignores the keys they mangle
+  // ("'join_timeout", timeout="5'") and it skips signal names it cannot find. ddprun reads the
+  // values without the quotes (join_timeout 5, both signals handled).
+  const std::string conf = "'join_timeout=5,last_call_timeout=1,timeout=5'";
+  TempDir dir;
+  SECTION("--rdzv-conf") {
+    check_both_run_the_worker({"--rdzv-conf=" + conf}, {}, dir, "conf");
+  }
+  SECTION("PET_RDZV_CONF") {
+    check_both_run_the_worker({}, {{"PET_RDZV_CONF", conf}}, dir, "pet-conf");
+  }
+  SECTION("--signals-to-handle") {
+    check_both_run_the_worker({"--signals-to-handle", "'SIGTERM,SIGUSR1'"}, {}, dir, "signals");
+  }
+}
+
+TEST_CASE("logs specs as torchrun 2.13: default runs, other names stop before a worker") {
+  TempDir dir;
+  SECTION("an unknown name: refused before a worker starts") {
+    const std::vector<std::string> options{"--logs_specs=DOESNOT_EXIST"};
+    const MarkedRun reference = run_marking_worker(torchrun(), options, dir, "torchrun");
+    INFO("torchrun: " << reference.output);
+    CHECK(reference.status != 0);
+    CHECK_FALSE(reference.worker_ran);
+    CHECK_THAT(reference.output, Catch::Contains("torchrun.logs_specs[DOESNOT_EXIST]"));
+    const MarkedRun ours = run_marking_worker(ddprun_launcher(), options, dir, "ddprun");
+    INFO("ddprun: " << ours.output);
+    CHECK(ours.status == 2);  // a bad option value, as every other one
+    CHECK_FALSE(ours.worker_ran);
+    CHECK_THAT(ours.output, Catch::StartsWith("ddprun: error: --logs_specs: 'DOESNOT_EXIST'") &&
+                                Catch::Contains("cannot load") && Catch::Contains("--log-dir"));
+  }
+  SECTION("default: the one name torch 2.13 ships") {
+    check_both_run_the_worker({"--logs-specs", "default"}, {}, dir, "default");
+  }
+  SECTION("PET_LOGS_SPECS: torchrun does not read it (ddprun warns that it does not either)") {
+    check_both_run_the_worker({}, {{"PET_LOGS_SPECS", "DOESNOT_EXIST"}}, dir, "pet");
+  }
 }

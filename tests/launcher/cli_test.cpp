@@ -143,6 +143,8 @@ TEST_CASE("each bad input of the foundation issue exits 2 with one line naming t
       {{"--nnodes", "2"}, "training_script"},
       {{"--nnodes"}, "--nnodes"},
       {{"--standalone=1", "s.py"}, "--standalone"},
+      {{"--logs_specs=DOESNOT_EXIST", "s.py"}, "--logs_specs"},
+      {{"--logs-specs", "", "s.py"}, "--logs-specs"},
   };
   for (const auto& bad : cases) {
     INFO("ddprun " << bad.args.front() << " ...");
@@ -258,6 +260,9 @@ TEST_CASE("--help lists every torchrun option in both spellings and documents ex
           "TORCHELASTIC_ENABLE_FILE_TIMER", "TORCHELASTIC_TIMER_FILE", "USE_LIBUV"}) {
       CHECK_THAT(r.out, Catch::Contains(variable));
     }
+    // What --logs-specs takes, what ddprun offers instead, and quoted lists.
+    CHECK_THAT(r.out, Catch::Contains("cannot load") && Catch::Contains("Python plugins"));
+    CHECK_THAT(r.out, Catch::Contains("\nA list or mapping value (--rdzv-endpoint, --rdzv-conf,"));
     CHECK_THAT(r.out, Catch::Contains("train ARGS"));
     CHECK_THAT(r.out, Catch::Contains("ddprun-train"));
   }

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 #include <csignal>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "launcher/config_json.hpp"
 #include "launcher/option_table.hpp"
@@ -14,6 +15,7 @@ using ddprun::launcher::Environment;
 using ddprun::launcher::find_option;
 using ddprun::launcher::launch_config_to_json;
 using ddprun::launcher::OptionKind;
+using ddprun::launcher::pet_variable;
 using ddprun::launcher::UsageError;
 using ddprun::launcher::testing::resolve;
 using ddprun::launcher::testing::test_machine;
@@ -448,4 +450,100 @@ TEST_CASE("bad values name the option as the user wrote it") {
              Catch::StartsWith("--watchdog-timeout: '1e300' is out of range"));
   CHECK_THAT(message({}, {{"PET_WATCHDOG_TIMEOUT", "nan"}}),
              Catch::StartsWith("--watchdog-timeout (from PET_WATCHDOG_TIMEOUT)"));
+}
+
+TEST_CASE("a list or mapping value wrapped whole in quotes is read without them, CLI and PET_*") {
+  // The options whose value is a list or a mapping, written out here on purpose: the table
+  // marks them kList, and the test must not be generated from it.
+  const std::set<std::string> lists{"rdzv_endpoint",
+                                    "rdzv_conf",
+                                    "signals_to_handle",
+                                    "redirects",
+                                    "tee",
+                                    "local_ranks_filter",
+                                    "duplicate_stdout_filters",
+                                    "duplicate_stderr_filters"};
+  for (const auto& spec : ddprun::launcher::option_table()) {
+    INFO(spec.dest);
+    CHECK((spec.kind == OptionKind::kList) == lists.contains(std::string(spec.dest)));
+  }
+  std::size_t checked = 0;
+  for (const auto& c : option_cases()) {
+    if (!lists.contains(c.dest))
+      continue;
+    ++checked;
+    for (const std::string quote : {"'", "\""}) {
+      OptionCase wrapped = c;
+      wrapped.value = quote + c.value + quote;
+      for (const auto& form : spellings(wrapped)) {
+        INFO("option " << c.dest << " written as " << form.front() << " " << wrapped.value);
+        CHECK(resolved_json(form).at(json::json_pointer(c.field)) == c.expected);
+      }
+      INFO(pet_variable(c.dest) << "=" << wrapped.value);
+      CHECK(resolved_json({}, {{pet_variable(c.dest), "  " + wrapped.value + " "}})
+                .at(json::json_pointer(c.field)) == c.expected);
+    }
+  }
+  CHECK(checked == lists.size());
+
+  // The command line of the issue, as Python's subprocess.run hands it over.
+  const auto conf =
+      resolve({"--rdzv-conf='join_timeout=5,last_call_timeout=1,timeout=5'", "s.py"}).config;
+  CHECK(conf.rdzv_settings.join_timeout_s == 5);
+  CHECK(conf.rdzv_settings.last_call_timeout_s == 1);
+  CHECK(conf.rdzv_conf.at("timeout") == "5");
+  // Quotes inside the list are the value's own; '' is an empty list.
+  CHECK(resolve({"--rdzv-conf", "a='1',b=2", "s.py"}).config.rdzv_conf.at("a") == "'1'");
+  CHECK(resolve({"--local-ranks-filter", "''", "s.py"}).config.local_ranks_filter.empty());
+}
+
+TEST_CASE("anything but a whole quoted list keeps the strict checks and their messages") {
+  const auto message = [](std::vector<std::string> args) {
+    args.push_back("s.py");
+    try {
+      resolve(args);
+    } catch (const UsageError& error) {
+      return std::string(error.what());
+    }
+    return std::string("no error");
+  };
+  // Unbalanced or mismatched quotes, and a second pair: read as written.
+  CHECK_THAT(message({"--rdzv-conf", "join_timeout=5'"}),
+             Catch::StartsWith("--rdzv-conf join_timeout: '5'' is not a number"));
+  CHECK_THAT(message({"-r", "'0:1,1:2\""}),
+             Catch::StartsWith("-r: ''0:1,1:2\"' is not a stream value"));
+  CHECK_THAT(message({"--local-ranks-filter", "''0''"}),
+             Catch::StartsWith("--local-ranks-filter: ''0'' is not an integer"));
+  CHECK_THAT(message({"--tee", "'"}), Catch::StartsWith("--tee: '''"));
+  // Single values are not lists: their quotes stay, and so do the errors.
+  CHECK_THAT(message({"--nnodes", "'2'"}), Catch::StartsWith("--nnodes: ''2'' is not a node"));
+  CHECK_THAT(message({"--max-restarts", "\"1\""}),
+             Catch::StartsWith("--max-restarts: '\"1\"' is not an integer"));
+  CHECK(resolve({"--role", "'x'", "s.py"}).config.role == "'x'");
+  // A quoted list is then checked as any list.
+  CHECK_THAT(message({"--redirects", "'0:4'"}), Catch::StartsWith("--redirects: '0:4' has stream"));
+}
+
+TEST_CASE("logs specs: default, torch's one shipped name, runs; any other is refused") {
+  CHECK(resolve({"--logs-specs", "default", "s.py"}).config.logs_specs == "default");
+  CHECK_FALSE(resolve({"s.py"}).config.logs_specs.has_value());
+  for (const char* bad : {"DOESNOT_EXIST", "", "Default", " default"}) {
+    INFO("--logs_specs '" << bad << "'");
+    CHECK_THROWS_WITH(resolve({"--logs_specs", bad, "s.py"}),
+                      Catch::StartsWith("--logs_specs: '") &&
+                          Catch::Contains("ddprun cannot load") &&
+                          Catch::Contains("expected default") && Catch::Contains("--log-dir") &&
+                          Catch::Contains("--tee") && Catch::Contains("--redirects") &&
+                          Catch::Contains("--local-ranks-filter") &&
+                          Catch::Contains("--duplicate-stdout-filters"));
+  }
+  // torchrun 2.13 reads no PET_LOGS_SPECS and starts with its default layout; ddprun too, and
+  // says so.
+  const auto from_env = resolve({"s.py"}, {{"PET_LOGS_SPECS", "DOESNOT_EXIST"}});
+  CHECK_FALSE(from_env.config.logs_specs.has_value());
+  REQUIRE(from_env.warnings.size() == 1);
+  CHECK_THAT(from_env.warnings[0],
+             Catch::StartsWith("PET_LOGS_SPECS='DOESNOT_EXIST' is not read") &&
+                 Catch::Contains("cannot load"));
+  CHECK(resolve({"s.py"}, {{"PET_LOGS_SPECS", "default"}}).warnings.empty());
 }

@@ -57,8 +57,9 @@ TEST_CASE("rdzv_conf") {
     CHECK(l::check_rdzv_conf_values({{"is_host", no}}, "--rdzv_conf").is_host == false);
   CHECK_THROWS(l::check_rdzv_conf_values({{"is_host", "2"}}, "--rdzv_conf"));
   // One parse for the launcher and the rendezvous: they can no longer disagree.
-  CHECK(l::check_rdzv_conf_values({{"last_call_timeout", "0"}}, "--rdzv_conf")
-            .last_call_timeout_s == 0);
+  CHECK(
+      l::check_rdzv_conf_values({{"last_call_timeout", "0"}}, "--rdzv_conf").last_call_timeout_s ==
+      0);
   CHECK_THROWS(l::check_rdzv_conf_values({{"join_timeout", "1e8"}}, "--rdzv_conf"));
 
   CHECK_NOTHROW(l::check_rdzv_conf_values({{"join_timeout", "600"},
@@ -71,6 +72,26 @@ TEST_CASE("rdzv_conf") {
   CHECK_THROWS(l::check_rdzv_conf_values({{"last_call_timeout", "-1"}}, "x"));
   CHECK_THROWS(l::check_rdzv_conf_values({{"keep_alive_max_attempt", "0"}}, "x"));
   CHECK_THROWS(l::check_rdzv_conf_values({{"store_type", "etcd"}}, "x"));
+}
+
+TEST_CASE("a value wrapped whole in one pair of matching quotes") {
+  CHECK(l::without_enclosing_quotes("'a=1,b=2'") == "a=1,b=2");
+  CHECK(l::without_enclosing_quotes("\"0:1,1:2\"") == "0:1,1:2");
+  CHECK(l::without_enclosing_quotes(" 'a' ") == "a");
+  CHECK(l::without_enclosing_quotes("''").empty());
+  CHECK(l::without_enclosing_quotes("' a '") == " a ");
+  CHECK(l::without_enclosing_quotes("\"'a'\"") == "'a'");
+  for (const char* as_written :
+       {"a=1", "'a=1", "a=1'", "'a=1\"", "'", "\"", "", "a='1'", "'a',b"}) {
+    INFO(as_written);
+    CHECK(l::without_enclosing_quotes(as_written) == as_written);
+  }
+}
+
+TEST_CASE("logs specs") {
+  CHECK(l::parse_logs_specs("default", "--logs-specs") == "default");
+  CHECK_THROWS_WITH(l::parse_logs_specs("mine", "--logs-specs"),
+                    Catch::StartsWith("--logs-specs: 'mine' ") && Catch::Contains("cannot load"));
 }
 
 TEST_CASE("std streams (redirects and tee)") {
