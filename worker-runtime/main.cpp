@@ -43,6 +43,8 @@ const char* const kUsage =
     "           'mingpt' preset). Without CONFIG the 'default' preset applies.\n"
     "  overrides, e.g. trainer_config.max_epochs=2 gpt_config.n_layer=4\n"
     "  --metrics PATH   append progress as JSON lines (trainer_config.metrics_path)\n"
+    "  trainer_config.data_loader_workers is read and has no effect: batches are cut from\n"
+    "           the token tensor in-process, with no loader to feed (minGPT-ddp's YAML sets 4)\n"
     "Run under ddprun/torchrun (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, ...) or alone.\n"
     "  trainer_config.precision=auto|fp32|tf32|bf16|fp16   auto: use_amp's choice (bf16 on\n"
     "           GPUs of compute capability 8.0+ and CPUs with native bf16, fp16 with loss\n"
