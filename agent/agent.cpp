@@ -8,17 +8,17 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "agent/agent_loop.hpp"
-#include "agent/event_log.hpp"
-#include "agent/node_name.hpp"
-#include "agent/signal_channel.hpp"
+#include "agent/loop/agent_loop.hpp"
+#include "agent/loop/event_log.hpp"
+#include "agent/loop/signal_channel.hpp"
+#include "agent/node/node_name.hpp"
 #include "rendezvous/round/machine_io.hpp"
 
 namespace ddprun::agent {
 
 namespace {
 
-std::vector<int> signals_to_forward(const launcher::LaunchConfig& config) {
+std::vector<int> signals_to_forward(const SupervisionConfig& config) {
   std::vector<int> handled = {SIGTERM, SIGINT, SIGHUP, SIGQUIT};
   for (int sig : config.signals_to_handle) {
     if (std::find(handled.begin(), handled.end(), sig) == handled.end())
@@ -29,14 +29,14 @@ std::vector<int> signals_to_forward(const launcher::LaunchConfig& config) {
 
 }  // namespace
 
-int run_agent(const launcher::LaunchConfig& config) {
+int run_agent(const AgentConfig& config) {
   // Writes to a closed console or tee pipe must fail with EPIPE, not kill the agent.
   ::signal(SIGPIPE, SIG_IGN);
   try {
     // Before any thread exists (the hosted stores' loops): every thread then blocks the handled
     // signals, and they reach the event loop through the channel's descriptor.
-    SignalChannel signals(signals_to_forward(config));
-    EventLog events(config.events_file, node_name(config));
+    SignalChannel signals(signals_to_forward(config.supervision));
+    EventLog events(config.events_file, node_name(config.rendezvous.local_addr));
     AgentLoop loop(config, signals, events);
     return loop.run();
   } catch (const std::exception& error) {

@@ -2,11 +2,11 @@
 // The per-node elastic agent: rendezvous with the other nodes, start and watch the workers,
 // restart or re-form the job, and return the launcher's exit status.
 
-#include "launcher/launch_config.hpp"
+#include "agent/agent_config.hpp"
 
 namespace ddprun::agent {
 
 // Runs the agent to completion. Returns the process exit status (0 success, 1 failure).
-int run_agent(const launcher::LaunchConfig& config);
+int run_agent(const AgentConfig& config);
 
 }  // namespace ddprun::agent

@@ -53,11 +53,11 @@ nlohmann::json launch_config_to_json(const LaunchConfig& config) {
   json["master_port"] = config.master_port;
   json["local_addr"] = optional_json(config.local_addr);
   json["max_restarts"] = config.max_restarts;
-  json["monitor_interval"] = config.monitor_interval_s;
+  json["monitor_interval"] = config.monitor_interval.count();
   json["start_method"] = config.start_method;
   json["role"] = config.role;
-  json["shutdown_timeout"] = config.shutdown_timeout_s;
-  json["exit_barrier_timeout"] = config.exit_barrier_timeout_s;
+  json["shutdown_timeout"] = config.shutdown_timeout.count();
+  json["exit_barrier_timeout"] = config.exit_barrier_timeout.count();
   json["signals_to_handle"] = config.signals_to_handle;
   json["signals_to_handle_text"] = config.signals_to_handle_text;
   json["virtual_local_rank"] = config.virtual_local_rank;
@@ -78,7 +78,8 @@ nlohmann::json launch_config_to_json(const LaunchConfig& config) {
   json["timer_file"] = optional_json(config.timer_file);
   json["use_libuv"] = config.use_libuv;
   json["events_file"] = optional_json(config.events_file);
-  json["watchdog_timeout"] = optional_json(config.watchdog_timeout_s);
+  json["watchdog_timeout"] =
+      config.watchdog_timeout ? nlohmann::json(config.watchdog_timeout->count()) : nlohmann::json();
   json["entry_kind"] = entry_kind_name(config.entry_kind);
   json["run_path"] = config.run_path;
   json["entry_point"] = config.entry_point;

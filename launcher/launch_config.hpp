@@ -9,29 +9,16 @@
 #include <string>
 #include <vector>
 
+#include "agent/agent_config.hpp"
+#include "common/seconds.hpp"
 #include "rendezvous/backends/etcd/etcd_options.hpp"
 #include "rendezvous/round/round_settings.hpp"
 
 namespace ddprun::launcher {
 
-// Which streams of a worker go to files (torchrun's Std bitmask: 0 none, 1 out, 2 err, 3 both),
-// either one value for every local rank or a per-local-rank map.
-struct StdStreams {
-  int all = 0;
-  std::map<int, int> per_local_rank;
-
-  int for_local_rank(int local_rank) const {
-    auto it = per_local_rank.find(local_rank);
-    return it == per_local_rank.end() ? (per_local_rank.empty() ? all : 0) : it->second;
-  }
-};
-
-enum class EntryKind {
-  kPythonScript,    // <python> -u script args
-  kPythonModule,    // <python> -u -m module args
-  kBinary,          // --no_python: program args
-  kBundledTrainer,  // the word `train`: <dir of ddprun>/ddprun-train args
-};
+// The worker-facing types are the agent's: the launcher fills them in.
+using agent::EntryKind;
+using agent::StdStreams;
 
 struct LaunchConfig {
   // Node counts (--nnodes MIN:MAX) and workers per node.
@@ -47,6 +34,7 @@ struct LaunchConfig {
   std::string rdzv_id = "none";
   std::map<std::string, std::string> rdzv_conf;   // every k=v of --rdzv_conf, validated
   rendezvous::round::RdzvSettings rdzv_settings;  // the round protocol's keys, parsed once
+                                                  // (static's `timeout` folded in)
   bool standalone = false;
   int node_rank = 0;
   std::optional<int>
@@ -59,11 +47,11 @@ struct LaunchConfig {
 
   // Worker lifecycle.
   int max_restarts = 0;
-  double monitor_interval_s = 0.1;
+  common::Seconds monitor_interval{0.1};
   std::string start_method = "spawn";
   std::string role = "default";
-  double shutdown_timeout_s = 30.0;
-  double exit_barrier_timeout_s = 300.0;
+  common::Seconds shutdown_timeout{30};
+  common::Seconds exit_barrier_timeout{300};
   std::vector<int> signals_to_handle;  // signal numbers; default SIGTERM,SIGINT,SIGHUP,SIGQUIT
   std::string signals_to_handle_text = "SIGTERM,SIGINT,SIGHUP,SIGQUIT";
   bool virtual_local_rank = false;  // LOCAL_RANK=0, CUDA_VISIBLE_DEVICES=<the worker's GPU>
@@ -80,12 +68,12 @@ struct LaunchConfig {
   std::optional<std::string> numa_binding;  // node|socket|exclusive|core-complex
   std::vector<std::vector<int>> numa_cpus;  // --numa-binding: CPUs per local rank
   std::optional<std::string> events_file;   // ddprun: one JSON line per agent event
-  // ddprun: --watchdog-timeout, the progress watchdog (agent/hang_watchdog); nullopt: off.
-  std::optional<double> watchdog_timeout_s;
+  // ddprun: --watchdog-timeout, the progress watchdog (agent/watchdog/); nullopt: off.
+  std::optional<common::Seconds> watchdog_timeout;
 
   // Environment variables torchrun reads, parsed here once (for --print-config; the agent's
-  // file-timer setup, agent/file_timer_setup, applies the watchdog's contract at each start).
-  // TORCHELASTIC_ENABLE_FILE_TIMER=1 asks for the file-timer watchdog; its named pipe is
+  // file-timer setup, agent/watchdog/file_timer_setup, applies the watchdog's contract at each
+  // start). TORCHELASTIC_ENABLE_FILE_TIMER=1 asks for the file-timer watchdog; its named pipe is
   // TORCHELASTIC_TIMER_FILE when given (else a fresh <tmp>/watchdog_timer_<uuid4> per start).
   bool file_timer_enabled = false;
   std::optional<std::string> timer_file;  // TORCHELASTIC_TIMER_FILE as given

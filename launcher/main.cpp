@@ -1,5 +1,7 @@
-// ddprun: parse and check the command line, then hand the configuration to the agent.
-// The decisions live in the ddprun_launcher library; this file only does the I/O.
+// ddprun's composition root: the one place where the launcher and the agent meet. It parses and
+// checks the command line (launcher/), builds the agent's own configuration from it
+// (launcher/agent_config_builder) and runs the agent (agent/agent.hpp). The decisions live in
+// the libraries; this file only does the I/O.
 
 #include <unistd.h>
 
@@ -11,6 +13,7 @@
 #include <vector>
 
 #include "agent/agent.hpp"
+#include "launcher/agent_config_builder.hpp"
 #include "launcher/command_line.hpp"
 #include "launcher/config_json.hpp"
 #include "launcher/environment.hpp"
@@ -65,5 +68,5 @@ int main(int argc, char** argv) {
     return kExitBadCommandLine;
   }
   std::cout.flush();
-  return ddprun::agent::run_agent(resolved.config);
+  return ddprun::agent::run_agent(launcher::build_agent_config(resolved.config));
 }

@@ -207,7 +207,8 @@ ResolvedLaunch resolve_launch(const ParsedCommandLine& parsed, const Environment
     config.rdzv_id = v->text;
   if (auto v = values.get("rdzv_conf")) {
     config.rdzv_conf = parse_rdzv_conf(v->text, label("rdzv_conf", *v));
-    config.rdzv_settings = check_rdzv_conf_values(config.rdzv_conf, label("rdzv_conf", *v));
+    config.rdzv_settings =
+        check_rdzv_conf_values(config.rdzv_conf, label("rdzv_conf", *v), is_static);
   }
   if (auto v = values.get("master_addr")) {
     if (v->text.empty()) {
@@ -298,7 +299,7 @@ ResolvedLaunch resolve_launch(const ParsedCommandLine& parsed, const Environment
         parse_int(v->text, label("max_restarts", *v), "an integer, 0 or more", 0, int_max);
   }
   if (auto v = values.get("monitor_interval")) {
-    config.monitor_interval_s = parse_seconds(v->text, label("monitor_interval", *v), true);
+    config.monitor_interval = parse_seconds(v->text, label("monitor_interval", *v), true);
   }
   if (auto v = values.get("start_method")) {
     config.start_method =
@@ -310,24 +311,17 @@ ResolvedLaunch resolve_launch(const ParsedCommandLine& parsed, const Environment
     config.role = v->text;
   }
   if (auto v = values.get("shutdown_timeout")) {
-    config.shutdown_timeout_s = parse_seconds(v->text, label("shutdown_timeout", *v), false);
+    config.shutdown_timeout = parse_seconds(v->text, label("shutdown_timeout", *v), false);
   } else if (auto legacy = lookup(env, "TORCH_ELASTIC_SHUTDOWN_TIMEOUT")) {
-    config.shutdown_timeout_s =
+    config.shutdown_timeout =
         parse_seconds(*legacy, "--shutdown-timeout (from TORCH_ELASTIC_SHUTDOWN_TIMEOUT)", false);
     values.override_source("shutdown_timeout", "env:TORCH_ELASTIC_SHUTDOWN_TIMEOUT");
   }
   if (auto v = values.get("watchdog_timeout")) {
-    // Bounded so the agent's deadline arithmetic cannot overflow; a year is "never" here.
-    constexpr double kMaxWatchdogTimeoutS = 365.0 * 24 * 3600;
-    const std::string option = label("watchdog_timeout", *v);
-    config.watchdog_timeout_s = parse_seconds(v->text, option, true);
-    if (*config.watchdog_timeout_s > kMaxWatchdogTimeoutS)
-      throw UsageError(option, "'" + v->text + "' is out of range",
-                       "a number of seconds greater than 0, at most 31536000 (a year)");
+    config.watchdog_timeout = parse_seconds(v->text, label("watchdog_timeout", *v), true);
   }
   if (auto v = values.get("exit_barrier_timeout")) {
-    config.exit_barrier_timeout_s =
-        parse_seconds(v->text, label("exit_barrier_timeout", *v), false);
+    config.exit_barrier_timeout = parse_seconds(v->text, label("exit_barrier_timeout", *v), false);
   }
   {
     auto v = values.get("signals_to_handle");

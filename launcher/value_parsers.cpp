@@ -115,19 +115,14 @@ int parse_int(std::string_view text, const std::string& option, const std::strin
   return static_cast<int>(*value);
 }
 
-double parse_seconds(std::string_view text, const std::string& option, bool positive) {
-  const std::string expected =
-      positive ? "a number of seconds greater than 0" : "a number of seconds, 0 or more";
-  const std::string copy(trim(text));
-  char* end = nullptr;
-  const double value = copy.empty() ? 0.0 : std::strtod(copy.c_str(), &end);
-  if (copy.empty() || end != copy.c_str() + copy.size()) {
-    throw UsageError(option, quoted(text) + " is not a number", expected);
-  }
-  if (!std::isfinite(value) || value < 0.0 || (positive && value == 0.0)) {
-    throw UsageError(option, quoted(text) + " is out of range", expected);
-  }
-  return value;
+common::Seconds parse_seconds(std::string_view text, const std::string& option, bool positive) {
+  const auto parsed = common::parse_seconds(text, /*zero_allowed=*/!positive);
+  if (const auto* seconds = std::get_if<common::Seconds>(&parsed))
+    return *seconds;
+  const bool not_a_number =
+      std::get<common::SecondsProblem>(parsed) == common::SecondsProblem::kNotANumber;
+  throw UsageError(option, quoted(text) + (not_a_number ? " is not a number" : " is out of range"),
+                   common::seconds_expected(!positive));
 }
 
 NodeRange parse_nnodes(std::string_view text, const std::string& option) {
@@ -210,7 +205,8 @@ std::map<std::string, std::string> parse_rdzv_conf(std::string_view text,
 }
 
 rendezvous::round::RdzvSettings check_rdzv_conf_values(
-    const std::map<std::string, std::string>& conf, const std::string& option) {
+    const std::map<std::string, std::string>& conf, const std::string& option,
+    bool static_backend) {
   // The round protocol's own keys are parsed where the protocol defines them, once.
   rendezvous::round::RdzvSettings settings;
   try {
@@ -221,7 +217,10 @@ rendezvous::round::RdzvSettings check_rdzv_conf_values(
   for (const auto& [key, value] : conf) {
     const std::string where = option + " " + key;
     if (key == "timeout") {
-      parse_seconds(value, where, /*positive=*/true);
+      const common::Seconds timeout = parse_seconds(value, where, /*positive=*/true);
+      // static's own key (torchrun injects 900); c10d's join_timeout wins when both are given.
+      if (static_backend && !conf.contains("join_timeout"))
+        settings.join_timeout_s = timeout.count();
     } else if (key == "rank") {
       parse_int(value, where, "an integer, 0 or more", 0, std::numeric_limits<int>::max());
     } else if (key == "store_type") {

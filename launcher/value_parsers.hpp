@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/seconds.hpp"
 #include "launcher/launch_config.hpp"
 #include "rendezvous/round/round_settings.hpp"
 
@@ -27,8 +28,8 @@ std::string_view without_enclosing_quotes(std::string_view text);
 int parse_int(std::string_view text, const std::string& option, const std::string& expected,
               int min, int max);
 
-// A finite, non-negative number of seconds (strictly positive when `positive`).
-double parse_seconds(std::string_view text, const std::string& option, bool positive);
+// A number of seconds, common::parse_seconds's rules (strictly positive when `positive`).
+common::Seconds parse_seconds(std::string_view text, const std::string& option, bool positive);
 
 struct NodeRange {
   int min = 1;
@@ -51,8 +52,10 @@ std::map<std::string, std::string> parse_rdzv_conf(std::string_view text,
 
 // Checks the values of the keys the c10d/static rendezvous read (timeouts are numbers,
 // is_host a boolean, store_type tcp|file). Unknown keys are left alone, as torchrun does.
+// static_backend: static's own `timeout` becomes the join timeout unless join_timeout is given.
 rendezvous::round::RdzvSettings check_rdzv_conf_values(
-    const std::map<std::string, std::string>& conf, const std::string& option);
+    const std::map<std::string, std::string>& conf, const std::string& option,
+    bool static_backend = false);
 
 // "0".."3" for every local rank, or "LR:S,LR:S" with single-digit local ranks.
 StdStreams parse_std_streams(std::string_view text, const std::string& option);

@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/headless_agent.hpp"
+#include "agent/node/headless_agent.hpp"
 #include "rendezvous/backends/etcd/etcd_options.hpp"
 #include "tests/rendezvous/child_process.hpp"
 
@@ -48,24 +48,25 @@ struct Meeting {
   std::string run_id = "sim";
 };
 
-launcher::LaunchConfig agent_config(const Meeting& meeting, int nodes, int index) {
-  launcher::LaunchConfig c;
-  c.rdzv_backend = "c10d";
-  c.rdzv_host = "127.0.0.1";
-  c.rdzv_port = meeting.store_port;
-  c.rdzv_id = meeting.run_id;
-  c.rdzv_conf = {{"is_host", "0"},
-                 {"join_timeout", "300"},
-                 {"last_call_timeout", "5"},
-                 {"close_timeout", "120"},
-                 {"read_timeout", "120"},
-                 {"keep_alive_interval", std::to_string(kKeepAliveS)},
-                 {"keep_alive_max_attempt", std::to_string(kKeepAliveAttempts)}};
-  c.rdzv_settings = rendezvous::round::parse_rdzv_settings(c.rdzv_conf);
+agent::RendezvousConfig agent_config(const Meeting& meeting, int nodes, int index) {
+  agent::RendezvousConfig c;
+  c.backend = "c10d";
+  c.host = "127.0.0.1";
+  c.port = meeting.store_port;
+  c.run_id = meeting.run_id;
+  const std::map<std::string, std::string> conf = {
+      {"is_host", "0"},
+      {"join_timeout", "300"},
+      {"last_call_timeout", "5"},
+      {"close_timeout", "120"},
+      {"read_timeout", "120"},
+      {"keep_alive_interval", std::to_string(kKeepAliveS)},
+      {"keep_alive_max_attempt", std::to_string(kKeepAliveAttempts)}};
+  c.settings = rendezvous::round::parse_rdzv_settings(conf);
   if (!meeting.etcd_endpoints.empty()) {
-    c.rdzv_backend = "etcd";
-    c.etcd = rendezvous::backends::etcd::etcd_options_from_command_line(meeting.etcd_endpoints,
-                                                                        c.rdzv_conf);
+    c.backend = "etcd";
+    c.etcd =
+        rendezvous::backends::etcd::etcd_options_from_command_line(meeting.etcd_endpoints, conf);
   }
   char name[32];
   std::snprintf(name, sizeof name, "sim-%06d", index);

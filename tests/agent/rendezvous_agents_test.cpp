@@ -10,7 +10,7 @@
 #include <chrono>
 #include <set>
 
-#include "agent/headless_agent.hpp"
+#include "agent/node/headless_agent.hpp"
 #include "e2e_support.hpp"
 #include "rendezvous/store/store_client.hpp"
 #include "rendezvous/store/store_server.hpp"
@@ -18,6 +18,7 @@
 
 using namespace ddprun;
 using agent::HeadlessAgent;
+using agent::RendezvousConfig;
 using agent::RoundInfo;
 using agent::e2e::free_port;
 using Clock = std::chrono::steady_clock;
@@ -29,7 +30,7 @@ struct Cluster {
   boost::asio::io_context io;
   std::vector<std::unique_ptr<HeadlessAgent>> agents;
 
-  HeadlessAgent& add(const launcher::LaunchConfig& config) {
+  HeadlessAgent& add(const RendezvousConfig& config) {
     agents.push_back(std::make_unique<HeadlessAgent>(io, config));
     agents.back()->begin();
     return *agents.back();
@@ -71,16 +72,14 @@ std::map<std::string, std::string> quick_conf(std::map<std::string, std::string>
   return conf;
 }
 
-launcher::LaunchConfig c10d_node(uint16_t port, const std::string& local_addr, int min_nodes,
-                                 int max_nodes, std::map<std::string, std::string> conf) {
-  launcher::LaunchConfig c;
-  c.rdzv_backend = "c10d";
-  c.rdzv_host = "127.0.0.1";
-  c.rdzv_port = port;
-  c.rdzv_endpoint = "127.0.0.1:" + std::to_string(port);
-  c.rdzv_id = "job";
-  c.rdzv_conf = std::move(conf);
-  c.rdzv_settings = rendezvous::round::parse_rdzv_settings(c.rdzv_conf);
+RendezvousConfig c10d_node(uint16_t port, const std::string& local_addr, int min_nodes,
+                           int max_nodes, std::map<std::string, std::string> conf) {
+  RendezvousConfig c;
+  c.backend = "c10d";
+  c.host = "127.0.0.1";
+  c.port = port;
+  c.run_id = "job";
+  c.settings = rendezvous::round::parse_rdzv_settings(conf);
   c.local_addr = local_addr;
   c.min_nodes = min_nodes;
   c.max_nodes = max_nodes;
@@ -89,8 +88,8 @@ launcher::LaunchConfig c10d_node(uint16_t port, const std::string& local_addr, i
   return c;
 }
 
-launcher::LaunchConfig client(uint16_t port, const std::string& local_addr, int min_nodes,
-                              int max_nodes, std::map<std::string, std::string> extra = {}) {
+RendezvousConfig client(uint16_t port, const std::string& local_addr, int min_nodes, int max_nodes,
+                        std::map<std::string, std::string> extra = {}) {
   extra["is_host"] = "0";
   return c10d_node(port, local_addr, min_nodes, max_nodes, quick_conf(extra));
 }
@@ -335,8 +334,8 @@ TEST_CASE("static: node ranks from --node_rank, node 0 hosts the store, restarts
   const uint16_t port = free_port("127.0.0.1");
   Cluster cluster;
   for (int rank = 1; rank >= 0; --rank) {
-    launcher::LaunchConfig c;
-    c.rdzv_backend = "static";
+    RendezvousConfig c;
+    c.backend = "static";
     c.master_addr = "127.0.0.1";
     c.master_port = port;
     c.node_rank = rank;
@@ -344,8 +343,7 @@ TEST_CASE("static: node ranks from --node_rank, node 0 hosts the store, restarts
     c.nproc_per_node = 2;
     c.max_restarts = 1;
     c.local_addr = "127.0.0." + std::to_string(2 + rank);
-    c.rdzv_conf = quick_conf();
-    c.rdzv_settings = rendezvous::round::parse_rdzv_settings(c.rdzv_conf);
+    c.settings = rendezvous::round::parse_rdzv_settings(quick_conf());
     cluster.add(c);
   }
   REQUIRE(cluster.run_until([&] { return cluster.all_running(2); }));

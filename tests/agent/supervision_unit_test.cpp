@@ -8,18 +8,17 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
-#include "agent/console.hpp"
-#include "agent/error_file.hpp"
-#include "agent/event_log.hpp"
-#include "agent/failure_summary.hpp"
-#include "agent/log_layout.hpp"
-#include "agent/log_prefix.hpp"
-#include "agent/worker_env.hpp"
-#include "agent/worker_exit.hpp"
-#include "agent/worker_process.hpp"
+#include "agent/logs/console.hpp"
+#include "agent/logs/log_layout.hpp"
+#include "agent/logs/log_prefix.hpp"
+#include "agent/loop/event_log.hpp"
+#include "agent/workers/error_file.hpp"
+#include "agent/workers/failure_summary.hpp"
+#include "agent/workers/worker_env.hpp"
+#include "agent/workers/worker_exit.hpp"
+#include "agent/workers/worker_process.hpp"
 
 using namespace ddprun::agent;
-using ddprun::launcher::LaunchConfig;
 
 namespace {
 
@@ -40,7 +39,7 @@ RoundInfo two_node_round() {
 }  // namespace
 
 TEST_CASE("worker environment carries torchrun's variables") {
-  LaunchConfig config;
+  WorkerSpec config;
   config.nproc_per_node = 2;
   config.max_restarts = 3;
   WorkerEnvInputs inputs{{{"PATH", "/bin"}, {"RANK", "stale"}}, 1, "/logs/1/error.json"};
@@ -68,10 +67,10 @@ TEST_CASE("worker environment carries torchrun's variables") {
 }
 
 TEST_CASE("worker environment keeps inherited tuning and applies launcher overrides") {
-  LaunchConfig config;
+  WorkerSpec config;
   config.nproc_per_node = 4;
   config.virtual_local_rank = true;
-  config.worker_env_overrides = {{"EXTRA", "x"}};
+  config.env_overrides = {{"EXTRA", "x"}};
   WorkerEnvInputs inputs{
       {{"OMP_NUM_THREADS", "8"}, {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "3"}}, 2, ""};
   const EnvMap env = build_worker_env(config, two_node_round(), inputs);
@@ -84,7 +83,7 @@ TEST_CASE("worker environment keeps inherited tuning and applies launcher overri
 }
 
 TEST_CASE("worker environment passes an inherited pre-2.2 NCCL_ASYNC_ERROR_HANDLING on") {
-  LaunchConfig config;
+  WorkerSpec config;
   WorkerEnvInputs inputs{{{"NCCL_ASYNC_ERROR_HANDLING", "0"}}, 0, ""};
   const EnvMap env = build_worker_env(config, two_node_round(), inputs);
   CHECK(env.at("NCCL_ASYNC_ERROR_HANDLING") == "0");
@@ -92,7 +91,7 @@ TEST_CASE("worker environment passes an inherited pre-2.2 NCCL_ASYNC_ERROR_HANDL
 }
 
 TEST_CASE("--virtual-local-rank gives each worker its own GPU, as torchrun 2.13 does") {
-  LaunchConfig config;
+  WorkerSpec config;
   config.nproc_per_node = 2;
   config.virtual_local_rank = true;
   const auto device = [&](EnvMap inherited, int local_rank) {
@@ -108,7 +107,7 @@ TEST_CASE("--virtual-local-rank gives each worker its own GPU, as torchrun 2.13 
 }
 
 TEST_CASE("a single worker per node gets no OMP_NUM_THREADS") {
-  LaunchConfig config;
+  WorkerSpec config;
   const EnvMap env = build_worker_env(config, RoundInfo{}, WorkerEnvInputs{});
   CHECK_FALSE(env.contains("OMP_NUM_THREADS"));
 }
@@ -198,8 +197,7 @@ TEST_CASE("line splitter cuts lines as Python's universal newlines do") {
 }
 
 TEST_CASE("log plan follows torchrun: inherit by default, redirects, tee and the filter") {
-  LaunchConfig config;
-  config.nproc_per_node = 3;
+  LogConfig config;
   SECTION("default: the worker inherits the console; error file in the attempt directory") {
     auto plan = plan_worker_logs(config, "/l/attempt_0", 1);
     CHECK(plan.out.route == StreamRoute::kInherit);
@@ -334,16 +332,16 @@ TEST_CASE("failure summary of several failed ranks is torchrun 2.13's, byte for 
 }
 
 TEST_CASE("the failure table's title is the entry point as given, as torchrun shows it") {
-  LaunchConfig config;
+  WorkerSpec config;
   config.entry_point = "./sub/fail.py";
-  config.worker_argv = {"/usr/bin/python3", "-u", "./sub/fail.py", "--lr", "1"};
+  config.argv = {"/usr/bin/python3", "-u", "./sub/fail.py", "--lr", "1"};
   CHECK(failure_title_name(config) == "./sub/fail.py");
   config.entry_point = "mypkg.train";  // -m
   CHECK(failure_title_name(config) == "mypkg.train");
   config.entry_point = "/bin/sh";  // --no-python
   CHECK(failure_title_name(config) == "/bin/sh");
   config.entry_point = "train";  // the bundled trainer
-  config.worker_argv = {"/opt/ddprun/bin/ddprun-train"};
+  config.argv = {"/opt/ddprun/bin/ddprun-train"};
   CHECK(failure_title_name(config) == "train");
 }
 

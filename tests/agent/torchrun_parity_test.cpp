@@ -188,8 +188,9 @@ TEST_CASE("several ranks fail at once: torchrun 2.13's table, entry point as giv
 
 TEST_CASE("worker environment: --virtual-local-rank and torchrun's variables, as torchrun 2.13") {
   TempDir dir;
-  // The file-timer watchdog's own contract is tested with its server (agent/file_timer_setup);
-  // a given TORCHELASTIC_TIMER_FILE reaches the workers either way.
+  // The file-timer watchdog's own contract is tested with its server
+  // (agent/watchdog/file_timer_setup); a given TORCHELASTIC_TIMER_FILE reaches the workers either
+  // way.
   const Env env{{"CUDA_VISIBLE_DEVICES", "3,5"},
                 {"TORCHELASTIC_TIMER_FILE", dir / "timer"},
                 {"USE_LIBUV", "0"},

@@ -8,8 +8,8 @@
 #include <catch2/catch.hpp>
 #include <ctime>
 
-#include "agent/file_timer_fifo.hpp"
-#include "agent/file_timer_server.hpp"
+#include "agent/watchdog/file_timer_fifo.hpp"
+#include "agent/watchdog/file_timer_server.hpp"
 #include "watchdog_support.hpp"
 
 using namespace ddprun::agent;

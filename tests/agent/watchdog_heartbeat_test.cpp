@@ -7,7 +7,7 @@
 #include <catch2/catch.hpp>
 #include <cstdlib>
 
-#include "agent/progress_watch.hpp"
+#include "agent/watchdog/progress_watch.hpp"
 #include "watchdog_support.hpp"
 #include "worker-runtime/progress_heartbeat.hpp"
 

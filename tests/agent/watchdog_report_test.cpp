@@ -5,9 +5,9 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
-#include "agent/hang_report.hpp"
-#include "agent/stack_capture_plan.hpp"
-#include "agent/stack_trace_parser.hpp"
+#include "agent/stacks/stack_capture_plan.hpp"
+#include "agent/stacks/stack_trace_parser.hpp"
+#include "agent/watchdog/hang_report.hpp"
 
 using namespace ddprun::agent;
 using namespace std::chrono_literals;

@@ -6,9 +6,9 @@
 
 #include <catch2/catch.hpp>
 
-#include "agent/hang_report.hpp"
-#include "agent/stack_capture_probe.hpp"
-#include "agent/stack_capture_runner.hpp"
+#include "agent/stacks/stack_capture_probe.hpp"
+#include "agent/stacks/stack_capture_runner.hpp"
+#include "agent/watchdog/hang_report.hpp"
 #include "watchdog_support.hpp"
 
 using namespace ddprun::agent;

@@ -18,8 +18,8 @@
 #include <string>
 #include <vector>
 
-#include "agent/forked_child.hpp"
-#include "agent/heartbeat_channel.hpp"
+#include "agent/watchdog/heartbeat_channel.hpp"
+#include "agent/workers/forked_child.hpp"
 #include "e2e_support.hpp"
 
 namespace ddprun::agent::watchdog_test {

@@ -2,7 +2,7 @@
 // partial lines at once, files, /dev/null, duplicate filters), exit codes, failures of the same
 // moment, gang stop with SIGTERM then SIGKILL, grandchildren, exec failures, CPU binding, and
 // PDEATHSIG when the agent dies.
-#include "agent/worker_group.hpp"
+#include "agent/workers/worker_group.hpp"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -21,7 +21,7 @@
 #include <string>
 #include <thread>
 
-#include "agent/signal_channel.hpp"
+#include "agent/loop/signal_channel.hpp"
 #include "e2e_support.hpp"
 
 using namespace ddprun::agent;

@@ -353,10 +353,10 @@ TEST_CASE("OMP_NUM_THREADS: set to 1 with a warning when unset and nproc > 1") {
 
 TEST_CASE("shutdown timeout falls back to TORCH_ELASTIC_SHUTDOWN_TIMEOUT") {
   const auto c = resolve({"s.py"}, {{"TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "7"}}).config;
-  CHECK(c.shutdown_timeout_s == 7.0);
+  CHECK(c.shutdown_timeout == ddprun::common::Seconds(7));
   CHECK(c.value_sources.at("shutdown_timeout") == "env:TORCH_ELASTIC_SHUTDOWN_TIMEOUT");
   CHECK(resolve({"--shutdown-timeout", "3", "s.py"}, {{"TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "7"}})
-            .config.shutdown_timeout_s == 3.0);
+            .config.shutdown_timeout == ddprun::common::Seconds(3));
 }
 
 TEST_CASE("torchrun's agent variables: file timer and USE_LIBUV, as torchrun 2.13 reads them") {

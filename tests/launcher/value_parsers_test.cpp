@@ -118,8 +118,8 @@ TEST_CASE("filters, local ranks, signals, integers, seconds, env flags") {
   CHECK(l::parse_int(" +7 ", "x", "e", 0, 10) == 7);
   CHECK_THROWS(l::parse_int("11", "x", "e", 0, 10));
   CHECK_THROWS(l::parse_int("1e3", "x", "e", 0, 10000));
-  CHECK(l::parse_seconds("1e2", "x", true) == 100.0);
-  CHECK(l::parse_seconds("0", "x", false) == 0.0);
+  CHECK(l::parse_seconds("1e2", "x", true) == ddprun::common::Seconds(100));
+  CHECK(l::parse_seconds("0", "x", false) == ddprun::common::Seconds(0));
   for (const char* bad : {"0", "-1", "nan", "inf", "", "5s"}) {
     INFO(bad);
     CHECK_THROWS(l::parse_seconds(bad, "x", true));

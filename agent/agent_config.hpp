@@ -1,0 +1,107 @@
+#pragma once
+// The agent's own configuration: what run_agent needs, in one part per component, so that each
+// component receives only what it reads. The launcher builds it from the command line
+// (launcher/agent_config_builder); tests and the scale simulator build the parts they need.
+// Plain data, already validated; durations are std::chrono (common::Seconds) from here on.
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/seconds.hpp"
+#include "rendezvous/backends/etcd/etcd_options.hpp"
+#include "rendezvous/round/round_settings.hpp"
+
+namespace ddprun::agent {
+
+// Which streams of a worker go to files (torchrun's Std bitmask: 0 none, 1 out, 2 err, 3 both),
+// either one value for every local rank or a per-local-rank map.
+struct StdStreams {
+  int all = 0;
+  std::map<int, int> per_local_rank;
+
+  int for_local_rank(int local_rank) const {
+    auto it = per_local_rank.find(local_rank);
+    return it == per_local_rank.end() ? (per_local_rank.empty() ? all : 0) : it->second;
+  }
+};
+
+enum class EntryKind {
+  kPythonScript,    // <python> -u script args
+  kPythonModule,    // <python> -u -m module args
+  kBinary,          // --no_python: program args
+  kBundledTrainer,  // the word `train`: <dir of ddprun>/ddprun-train args
+};
+
+// The node's side of the rendezvous (agent/node/): backend, endpoint, this node's place.
+struct RendezvousConfig {
+  std::string backend = "static";  // static, c10d or etcd
+  std::string host;                // from --rdzv_endpoint; empty when not given
+  std::optional<uint16_t> port;
+  std::string run_id = "none";
+  rendezvous::round::RdzvSettings settings;  // static's `timeout` already folded in
+  std::optional<rendezvous::backends::etcd::EtcdOptions> etcd;
+  bool standalone = false;
+  int node_rank = 0;
+  std::optional<int> node_rank_hint;
+  std::string master_addr = "127.0.0.1";
+  uint16_t master_port = 29500;
+  std::optional<std::string> local_addr;
+  int min_nodes = 1;
+  int max_nodes = 1;
+  int nproc_per_node = 1;
+  int max_restarts = 0;
+  common::Seconds exit_barrier_timeout{300};
+  // A watchdog runs here, so this node captures its stacks when another node's worker hangs.
+  bool captures_stacks_for_peers = false;
+};
+
+// The workers each round starts (agent/workers/, agent/loop/).
+struct WorkerSpec {
+  int nproc_per_node = 1;
+  std::string role = "default";
+  int max_restarts = 0;  // only told to the workers (TORCHELASTIC_MAX_RESTARTS)
+  EntryKind entry_kind = EntryKind::kPythonScript;
+  std::string entry_point;        // script, module, program or "train": the table's name
+  std::vector<std::string> argv;  // the full command each worker runs
+  std::map<std::string, std::string> env_overrides;  // e.g. OMP_NUM_THREADS=1
+  bool virtual_local_rank = false;                   // LOCAL_RANK=0, CUDA_VISIBLE_DEVICES=<its GPU>
+  std::vector<std::vector<int>> numa_cpus;           // CPUs per local rank; empty: no binding
+  std::string signals_to_handle_text = "SIGTERM,SIGINT,SIGHUP,SIGQUIT";
+};
+
+// Where the workers' streams go (agent/logs/).
+struct LogConfig {
+  std::optional<std::string> log_dir;
+  StdStreams redirects;
+  StdStreams tee;
+  std::vector<int> local_ranks_filter;  // empty: every local rank is shown
+  std::vector<std::string> duplicate_stdout_filters;
+  std::vector<std::string> duplicate_stderr_filters;
+};
+
+// The hang watchdogs (agent/watchdog/). torchrun's file timer is asked for by the agent's
+// environment at each start (TORCHELASTIC_ENABLE_FILE_TIMER), as torchrun reads it.
+struct WatchdogConfig {
+  std::optional<common::Seconds> heartbeat_timeout;  // --watchdog-timeout; off: none
+};
+
+// How the run loop watches and stops the workers (agent/loop/).
+struct SupervisionConfig {
+  common::Seconds monitor_interval{0.1};
+  common::Seconds shutdown_timeout{30};
+  std::vector<int> signals_to_handle;  // beyond SIGTERM, SIGINT, SIGHUP and SIGQUIT
+};
+
+struct AgentConfig {
+  RendezvousConfig rendezvous;
+  WorkerSpec workers;
+  LogConfig logs;
+  WatchdogConfig watchdog;
+  SupervisionConfig supervision;
+  std::optional<std::string> events_file;  // one JSON line per agent event
+};
+
+}  // namespace ddprun::agent

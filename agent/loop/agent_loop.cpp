@@ -1,0 +1,442 @@
+#include "agent/loop/agent_loop.hpp"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <tuple>
+
+#include "agent/logs/log_prefix.hpp"
+#include "agent/node/node_name.hpp"
+#include "agent/workers/error_file.hpp"
+#include "agent/workers/failure_summary.hpp"
+#include "common/seconds.hpp"
+
+namespace ddprun::rendezvous::round {
+// A round as the event log's round_formed and workers_started events carry it, under the
+// fields' own names.
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(RoundInfo, round, group_rank, group_world_size, world_size,
+                                   restart_count, master_addr, master_port, run_id)
+}  // namespace ddprun::rendezvous::round
+
+namespace ddprun::agent {
+
+namespace {
+
+namespace round = rendezvous::round;
+using common::Seconds;
+using common::steady;
+
+// How long SIGKILLed workers may take to be reaped before the agent gives up on them (a worker
+// in uninterruptible sleep cannot be reaped; the agent must not hang on it).
+constexpr std::chrono::seconds kReapAfterKillLimit{5};
+
+// How long an ending agent waits for its rendezvous backend to release what it holds.
+constexpr Seconds kBackendCloseLimit{2.0};
+
+nlohmann::json failure_fields(const WorkerFailure& failure) {
+  return {{"rank", failure.global_rank},    {"local_rank", failure.local_rank},
+          {"exit_code", failure.exit_code}, {"pid", failure.pid},
+          {"host", failure.host},           {"message", failure.message}};
+}
+
+}  // namespace
+
+AgentLoop::AgentLoop(const AgentConfig& config, SignalChannel& signals, EventLog& events)
+    : config_(config),
+      signals_(signals),
+      events_(events),
+      host_(node_name(config.rendezvous.local_addr)),
+      logs_(config.logs.log_dir),
+      inherited_env_(current_process_env()),
+      signal_fd_(io_, ::dup(signals.fd())),
+      failure_timer_(io_),
+      kill_timer_(io_),
+      reap_timer_(io_),
+      close_timer_(io_),
+      watchdog_(io_, config.watchdog, config.workers, inherited_env_, events, host_,
+                [this] { end_open_console_lines(); },
+                {[this](const std::string& report) { hang_detected(report); },
+                 [this] { stacks_captured(); }}) {
+  const char* templ = std::getenv("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE");
+  prefix_template_ = templ != nullptr ? templ : std::string(kDefaultPrefixTemplate);
+}
+
+AgentLoop::~AgentLoop() {
+  // Workers first (the destructor kills what still runs), then the rendezvous.
+  pump_fds_.clear();
+  group_.reset();
+  watchdog_.group_gone();
+  rendezvous_.reset();
+}
+
+int AgentLoop::run() {
+  try {
+    rendezvous_ = std::make_unique<NodeRendezvous>(config_.rendezvous, io_, *this, this);
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "ddprun: rendezvous failed: %s\n", error.what());
+    events_.record("exit", {{"exit_code", round::kExitFailure},
+                            {"reason", std::string("rendezvous error: ") + error.what()}});
+    return round::kExitFailure;
+  }
+  watch_signals();
+  rendezvous_->driver().begin();
+  if (!exit_status_) {
+    io_.run();
+  }
+  if (!exit_status_) {
+    std::fprintf(stderr, "ddprun: internal error: the agent's event loop ran out of work\n");
+    return round::kExitFailure;
+  }
+  return *exit_status_;
+}
+
+void AgentLoop::watch_signals() {
+  signal_fd_.async_wait(boost::asio::posix::stream_descriptor::wait_read,
+                        [this](const boost::system::error_code& error) {
+                          if (!error) {
+                            on_signals();
+                          }
+                        });
+}
+
+void AgentLoop::on_signals() {
+  const SignalChannel::Drained drained = signals_.drain();
+  if (drained.child_exited && group_) {
+    group_->reap();
+    watchdog_.worker_exited(group_->workers());
+    after_reap();
+  }
+  for (int sig : drained.handled_signals) {
+    if (exit_status_) {
+      break;
+    }
+    rendezvous_->driver().feed(round::SignalReceived{sig});
+  }
+  if (!exit_status_) {
+    watch_signals();
+  }
+}
+
+void AgentLoop::watch_pump(std::size_t index) {
+  auto& descriptor = pump_fds_[index];
+  if (!descriptor) {
+    return;
+  }
+  descriptor->async_wait(boost::asio::posix::stream_descriptor::wait_read,
+                         [this, index](const boost::system::error_code& error) {
+                           if (error || !group_ || index >= group_->output_pumps().size()) {
+                             return;
+                           }
+                           OutputPump& pump = group_->output_pumps()[index];
+                           pump.on_readable();
+                           if (pump.open()) {
+                             watch_pump(index);
+                           } else {
+                             pump_fds_[index].reset();
+                           }
+                         });
+}
+
+void AgentLoop::host_workers_store(uint64_t /*round*/) {
+  rendezvous_->host_workers_store();
+}
+
+std::vector<WorkerLaunch> AgentLoop::plan_workers(const RoundInfo& round) {
+  if (config_.workers.argv.empty())
+    throw std::runtime_error("no worker command was given");
+  const std::string attempt_dir =
+      logs_.prepare_attempt(round.run_id, round.restart_count, config_.workers.nproc_per_node);
+  std::vector<WorkerLaunch> launches = plan_launches(round, attempt_dir);
+  // Before the spawn: the workers' env names the FIFO and heartbeat descriptor.
+  watchdog_.prepare_group(launches, attempt_dir);
+  return launches;
+}
+
+std::vector<WorkerLaunch> AgentLoop::plan_launches(const RoundInfo& round,
+                                                   const std::string& attempt_dir) const {
+  std::vector<WorkerLaunch> launches;
+  for (int local_rank = 0; local_rank < config_.workers.nproc_per_node; ++local_rank) {
+    WorkerLaunch launch;
+    launch.local_rank = local_rank;
+    launch.global_rank = round.base_global_rank + local_rank;
+    launch.argv = config_.workers.argv;
+    launch.logs = plan_worker_logs(config_.logs, attempt_dir, local_rank);
+    launch.env = build_worker_env(config_.workers, round,
+                                  {inherited_env_, local_rank, launch.logs.error_file});
+    launch.console_prefix = expand_prefix_template(
+        prefix_template_, {config_.workers.role, launch.global_rank, local_rank, host_});
+    if (static_cast<std::size_t>(local_rank) < config_.workers.numa_cpus.size())
+      launch.cpu_affinity = config_.workers.numa_cpus[static_cast<std::size_t>(local_rank)];
+    launches.push_back(std::move(launch));
+  }
+  return launches;
+}
+
+void AgentLoop::start_workers(const RoundInfo& round) {
+  pump_fds_.clear();
+  group_.reset();
+  watchdog_.group_gone();
+  round_ = round;
+  outcome_reported_ = false;
+  stopping_ = false;
+  events_.record("round_formed", round);
+  try {
+    group_.emplace(plan_workers(round), signals_.original_mask(),
+                   config_.supervision.monitor_interval);
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "ddprun: cannot start the workers: %s\n", error.what());
+    WorkerFailure failure;
+    failure.timestamp_s = unix_time_now();
+    failure.host = host_;
+    failure.global_rank = round.base_global_rank;
+    failure.local_rank = 0;
+    failure.exit_code = 1;
+    failure.message = std::string("cannot start the workers: ") + error.what();
+    outcome_reported_ = true;
+    watchdog_.group_gone();
+    report_local_failures({failure});
+    rendezvous_->driver().feed(round::WorkersFailed{{failure}});
+    return;
+  }
+  nlohmann::json fields = round;
+  nlohmann::json pids = nlohmann::json::array();
+  for (const auto& worker : group_->workers())
+    pids.push_back(worker.pid);
+  fields["pids"] = pids;
+  events_.record("workers_started", fields);
+  watchdog_.group_started(group_->workers());
+  for (std::size_t i = 0; i < group_->output_pumps().size(); ++i) {
+    OutputPump& pump = group_->output_pumps()[i];
+    pump_fds_.push_back(
+        pump.open() ? std::make_unique<boost::asio::posix::stream_descriptor>(io_, ::dup(pump.fd()))
+                    : nullptr);
+    watch_pump(i);
+  }
+  // Workers that exited before the loop looked are reaped on their SIGCHLD, already pending.
+}
+
+std::vector<WorkerFailure> AgentLoop::local_failures() const {
+  // Every failure here was observed within one failure window (torchrun's monitor check), so,
+  // as torchrun, they share the window's time and the root cause among them is the lowest rank;
+  // a worker's error file, when it has one, gives its own time.
+  double window_start = 0;
+  for (const auto& worker : group_->workers()) {
+    if (worker.exit && !worker.exit->succeeded() && !worker.stopped_by_agent &&
+        (window_start == 0 || worker.exit_time_s < window_start))
+      window_start = worker.exit_time_s;
+  }
+  std::vector<WorkerFailure> failures;
+  for (const auto& worker : group_->workers()) {
+    if (!worker.exit || worker.exit->succeeded() || worker.stopped_by_agent)
+      continue;
+    WorkerFailure failure;
+    failure.timestamp_s = window_start;
+    failure.host = host_;
+    failure.global_rank = worker.global_rank;
+    failure.local_rank = worker.local_rank;
+    failure.exit_code = worker.exit->exit_code;
+    failure.pid = worker.pid;
+    failure.message = default_failure_message(*worker.exit, worker.pid);
+    if (auto content = read_error_file(worker.error_file)) {
+      failure.error_file = worker.error_file;
+      failure.message = content->message;
+      if (content->timestamp_s)
+        failure.timestamp_s = *content->timestamp_s;
+    }
+    // A worker the watchdog killed: its story is the hang, not the signal.
+    if (auto hang = watchdog_.hang_message(worker.pid))
+      failure.message = *hang;
+    failures.push_back(std::move(failure));
+  }
+  std::stable_sort(failures.begin(), failures.end(), [](const auto& a, const auto& b) {
+    return std::tie(a.timestamp_s, a.global_rank) < std::tie(b.timestamp_s, b.global_rank);
+  });
+  return failures;
+}
+
+void AgentLoop::end_open_console_lines() {
+  if (group_) {
+    group_->console().end_open_lines();  // a worker's partial line must not swallow ours
+  }
+}
+
+void AgentLoop::report_local_failures(const std::vector<WorkerFailure>& failures) {
+  end_open_console_lines();
+  for (const auto& failure : failures) {
+    const std::string how = failure.exit_code < 0
+                                ? "killed by " + signal_name(-failure.exit_code)
+                                : "exit code " + std::to_string(failure.exit_code);
+    std::fprintf(stderr, "ddprun: worker rank %d (local_rank %d, pid %d) failed: %s\n",
+                 failure.global_rank, failure.local_rank, failure.pid, how.c_str());
+    events_.record("failure", failure_fields(failure));
+  }
+  std::fflush(stderr);
+}
+
+void AgentLoop::after_reap() {
+  if (!group_) {
+    return;
+  }
+  if (stopping_) {
+    if (group_->all_exited()) {
+      workers_gone();
+    }
+    return;
+  }
+  if (outcome_reported_) {
+    return;
+  }
+  switch (group_->state()) {
+    case GroupState::kRunning:
+      return;
+    case GroupState::kSucceeded:
+      outcome_reported_ = true;
+      events_.record("workers_succeeded", {{"round", round_ ? round_->round : 0}});
+      rendezvous_->driver().feed(round::WorkersSucceeded{});
+      return;
+    case GroupState::kFailed: {
+      if (group_->gathering_failures()) {
+        // Other workers failing in the same moment are failures too (torchrun's monitor
+        // interval): look again when the window closes.
+        failure_timer_.expires_at(*group_->failure_window_end());
+        failure_timer_.async_wait([this](const boost::system::error_code& error) {
+          if (!error && group_) {
+            group_->reap();
+            watchdog_.worker_exited(group_->workers());
+            after_reap();
+          }
+        });
+        return;
+      }
+      outcome_reported_ = true;
+      std::vector<WorkerFailure> failures = local_failures();
+      report_local_failures(failures);
+      rendezvous_->driver().feed(round::WorkersFailed{std::move(failures)});
+      return;
+    }
+  }
+}
+
+void AgentLoop::stop_workers(int signal) {
+  if (!group_ || group_->all_exited()) {
+    workers_gone();
+    return;
+  }
+  stopping_ = true;
+  watchdog_.stop_watching();
+  // The same signal first (a trainer snapshots on SIGTERM), SIGKILL after the timeout.
+  group_->signal_all(signal);
+  kill_timer_.expires_after(steady(config_.supervision.shutdown_timeout));
+  kill_timer_.async_wait([this](const boost::system::error_code& error) {
+    if (error || !group_ || !stopping_) {
+      return;
+    }
+    group_->kill_all();
+    reap_timer_.expires_after(kReapAfterKillLimit);
+    reap_timer_.async_wait([this](const boost::system::error_code& reap_error) {
+      if (reap_error || !group_ || !stopping_) {
+        return;
+      }
+      std::fprintf(stderr,
+                   "ddprun: warning: some workers could not be reaped %lld s after SIGKILL "
+                   "(uninterruptible sleep?); going on without them\n",
+                   static_cast<long long>(kReapAfterKillLimit.count()));
+      workers_gone();
+    });
+  });
+  after_reap();  // signal_all reaped: maybe every worker is gone already
+}
+
+void AgentLoop::workers_gone() {
+  kill_timer_.cancel();
+  reap_timer_.cancel();
+  failure_timer_.cancel();
+  if (group_) {
+    group_->kill_all();  // grandchildren left in the workers' process groups go too
+  }
+  pump_fds_.clear();
+  group_.reset();
+  watchdog_.group_gone();
+  stopping_ = false;
+  rendezvous_->driver().feed(round::WorkersStopped{});
+}
+
+void AgentLoop::notice(const round::Notice& notice) {
+  end_open_console_lines();
+  std::fprintf(stderr, "ddprun: %s\n", notice.text.c_str());
+  std::fflush(stderr);
+  static constexpr const char* kRecorded[] = {"restart", "membership_change", "node_lost",
+                                              "signal"};
+  if (std::find(std::begin(kRecorded), std::end(kRecorded), notice.kind) != std::end(kRecorded)) {
+    events_.record(notice.kind, {{"round", notice.round}, {"message", notice.text}});
+  }
+}
+
+void AgentLoop::write_agent_error_file(const std::vector<WorkerFailure>& failures) const {
+  // torchrun's @record on main: the scheduler above may have given the agent its own file.
+  const char* path = std::getenv("TORCHELASTIC_ERROR_FILE");
+  if (path == nullptr || *path == '\0' || failures.empty())
+    return;
+  const WorkerFailure& root = failures.front();
+  std::string worker_json;
+  if (!root.error_file.empty()) {
+    worker_json = read_text_file(root.error_file, 1 << 20).value_or("");
+  }
+  write_text_file(
+      path, agent_error_file_json(worker_json, root.message, root.timestamp_s, root.exit_code));
+}
+
+void AgentLoop::hang_detected(const std::string& report) {
+  // A hang needs running workers, so the round runs: its rendezvous exists.
+  if (rendezvous_) {
+    rendezvous_->driver().feed(round::HangDetected{report});
+  } else {
+    watchdog_.peers_captured();
+  }
+}
+
+void AgentLoop::stacks_captured() {
+  if (rendezvous_) {
+    rendezvous_->driver().feed(round::StacksCaptured{});
+  }
+}
+
+void AgentLoop::capture_stacks(const round::CaptureStacks& /*request*/) {
+  watchdog_.capture_for_peer();
+}
+
+void AgentLoop::peers_captured_stacks() {
+  watchdog_.peers_captured();
+}
+
+void AgentLoop::finished(const round::Finish& finish) {
+  end_open_console_lines();
+  if (!finish.failures.empty() && finish.exit_status == round::kExitFailure) {
+    std::fputs(format_failure_summary(failure_title_name(config_.workers), finish.failures).c_str(),
+               stderr);
+    write_agent_error_file(finish.failures);
+  } else if (finish.exit_status == round::kExitFailure) {
+    std::fprintf(stderr, "ddprun: %s\n", finish.reason.c_str());
+  }
+  std::fflush(stderr);
+  events_.record("exit", {{"exit_code", finish.exit_status}, {"reason", finish.reason}});
+  exit_status_ = finish.exit_status;
+  if (config_.rendezvous.backend != "etcd" || !rendezvous_) {
+    io_.stop();
+    return;
+  }
+  // Revoke this agent's etcd lease, so its beat keys vanish now rather than a TTL later (peers
+  // that still run see the departure at once); bounded, since etcd may be what failed.
+  close_timer_.expires_after(steady(kBackendCloseLimit));
+  close_timer_.async_wait([this](const boost::system::error_code& error) {
+    if (!error) {
+      io_.stop();
+    }
+  });
+  rendezvous_->driver().backend().close([this] { io_.stop(); });
+}
+
+}  // namespace ddprun::agent

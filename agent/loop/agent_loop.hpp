@@ -1,0 +1,97 @@
+#pragma once
+// The agent's one event loop. Everything that happens to an agent arrives here as an event on
+// one Asio io_context, on one thread: signals and worker exits (through the signal channel's
+// descriptor), worker output (pipes), timers, and the rendezvous store's replies (the backend).
+// The round machine decides; this loop carries out its decisions: start the workers with an
+// assignment, stop them (the signal, SIGKILL after the shutdown timeout), host the workers'
+// store, report, and finish with an exit status. Nothing here blocks for long and no thread is
+// left behind: the only threads are the hosted stores' event loops, joined on destruction.
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "agent/agent_config.hpp"
+#include "agent/logs/log_layout.hpp"
+#include "agent/loop/event_log.hpp"
+#include "agent/loop/signal_channel.hpp"
+#include "agent/node/node_rendezvous.hpp"
+#include "agent/node/round_types.hpp"
+#include "agent/watchdog/hang_watchdog.hpp"
+#include "agent/workers/worker_env.hpp"
+#include "agent/workers/worker_group.hpp"
+#include "rendezvous/backends/round_driver.hpp"
+#include "rendezvous/store/asio.hpp"
+
+namespace ddprun::agent {
+
+class AgentLoop final : public rendezvous::backends::RoundListener,
+                        public rendezvous::backends::StackCapturer {
+ public:
+  // signals must outlive the loop; it was made before any thread, so every thread blocks the
+  // handled signals and they reach the loop through its descriptor.
+  AgentLoop(const AgentConfig& config, SignalChannel& signals, EventLog& events);
+  ~AgentLoop() override;
+  AgentLoop(const AgentLoop&) = delete;
+  AgentLoop& operator=(const AgentLoop&) = delete;
+
+  // Runs the job to its end; returns the agent's exit status.
+  int run();
+
+  // RoundListener: the machine's decisions.
+  void host_workers_store(uint64_t round) override;
+  void start_workers(const RoundInfo& round) override;
+  void stop_workers(int signal) override;
+  void notice(const rendezvous::round::Notice& notice) override;
+  void finished(const rendezvous::round::Finish& finish) override;
+  // StackCapturer: the watchdog's hang protocol.
+  void capture_stacks(const rendezvous::round::CaptureStacks& request) override;
+  void peers_captured_stacks() override;
+
+ private:
+  void watch_signals();
+  void on_signals();
+  void watch_pump(std::size_t index);
+  void after_reap();
+  void workers_gone();
+  std::vector<WorkerLaunch> plan_workers(const RoundInfo& round);
+  std::vector<WorkerLaunch> plan_launches(const RoundInfo& round,
+                                          const std::string& attempt_dir) const;
+  std::vector<WorkerFailure> local_failures() const;
+  void end_open_console_lines();
+  // The hang watchdog's side of the round.
+  void hang_detected(const std::string& report);
+  void stacks_captured();
+  void report_local_failures(const std::vector<WorkerFailure>& failures);
+  void write_agent_error_file(const std::vector<WorkerFailure>& failures) const;
+
+  const AgentConfig& config_;
+  SignalChannel& signals_;
+  EventLog& events_;
+  std::string host_;
+  LogDirectory logs_;
+  EnvMap inherited_env_;
+  std::string prefix_template_;
+
+  boost::asio::io_context io_;
+  boost::asio::posix::stream_descriptor signal_fd_;
+  std::unique_ptr<NodeRendezvous> rendezvous_;  // from run() on
+
+  // The running group, and what the loop is doing with it.
+  std::optional<WorkerGroup> group_;
+  std::optional<RoundInfo> round_;
+  std::vector<std::unique_ptr<boost::asio::posix::stream_descriptor>> pump_fds_;
+  bool outcome_reported_ = false;  // WorkersSucceeded/WorkersFailed fed for this group
+  bool stopping_ = false;
+  boost::asio::steady_timer failure_timer_;
+  boost::asio::steady_timer kill_timer_;
+  boost::asio::steady_timer reap_timer_;
+  boost::asio::steady_timer close_timer_;
+  // After io_: its descriptors and timers belong to io_ and must go first.
+  HangWatchdog watchdog_;
+
+  std::optional<int> exit_status_;
+};
+
+}  // namespace ddprun::agent

@@ -1,0 +1,212 @@
+#include "agent/node/rendezvous_setup.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include "agent/node/round_types.hpp"
+#include "rendezvous/backends/etcd/etcd_kv.hpp"
+#include "rendezvous/backends/store_host.hpp"
+#include "rendezvous/backends/store_kv.hpp"
+#include "rendezvous/round/records.hpp"
+#include "rendezvous/round/round_settings.hpp"
+
+namespace ddprun::agent {
+namespace {
+
+namespace backends = rendezvous::backends;
+namespace round = rendezvous::round;
+namespace store = rendezvous::store;
+
+// How long ops wait for a new connection after an established one to the store broke: short,
+// since a store that went away with its host's agent is not coming back.
+constexpr std::chrono::seconds kReconnectBudget{5};
+
+// etcd: a lease below 2 s would expire during an ordinary leader election.
+constexpr std::chrono::seconds kEtcdMinLeaseTtl{2};
+constexpr std::chrono::milliseconds kEtcdOpTimeout{5000};
+constexpr std::chrono::milliseconds kEtcdFailoverLimit{15000};
+
+std::string random_hex(std::size_t bytes) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::random_device device;
+  std::string out;
+  for (std::size_t i = 0; i < bytes; ++i) {
+    const auto byte = device() & 0xffU;
+    out.push_back(kDigits[byte >> 4]);
+    out.push_back(kDigits[byte & 0xfU]);
+  }
+  return out;
+}
+
+std::chrono::milliseconds millis(double seconds) {
+  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+}
+
+std::unique_ptr<store::StoreServer> start_store(const std::string& bind_host, uint16_t port) {
+  store::StoreServerOptions options;
+  options.host = bind_host;
+  options.port = port;
+  return store::StoreServer::start(options);
+}
+
+struct Endpoint {
+  std::string host;
+  uint16_t port = 0;
+  std::unique_ptr<store::StoreServer> hosted;
+};
+
+// c10d: host when is_host says so, or when the endpoint names this agent (--local_addr) or this
+// machine (a loopback address, one of its names or addresses). Any agent on the machine may
+// win the bind; the others become clients, as torchrun does. A forced host that cannot bind
+// fails.
+Endpoint c10d_endpoint(const RendezvousConfig& config, const round::RdzvSettings& settings) {
+  Endpoint endpoint;
+  endpoint.host = config.host.empty() ? std::string("localhost") : config.host;
+  endpoint.port = config.port.value_or(29400);
+  if (config.standalone) {
+    // A private store on a free port; only this agent uses it.
+    endpoint.hosted = start_store("127.0.0.1", 0);
+    endpoint.host = "127.0.0.1";
+    endpoint.port = endpoint.hosted->port();
+    return endpoint;
+  }
+  if (endpoint.port == 0) {
+    throw RendezvousError("--rdzv_endpoint " + endpoint.host +
+                          ":0: port 0 is only meaningful with --standalone");
+  }
+  backends::HostQuestion question;
+  question.forced = settings.is_host;
+  question.local_addr = config.local_addr;
+  question.endpoint_host = endpoint.host;
+  // is_host decides alone: no name lookups then (they can be slow, and a scale test runs
+  // thousands of agents).
+  if (!question.forced) {
+    question.endpoint_addresses = backends::resolve_numeric(endpoint.host);
+    if (config.local_addr) {
+      question.local_addr_addresses = backends::resolve_numeric(*config.local_addr);
+    }
+  }
+  const bool host = backends::should_host_store(
+      question, question.forced ? backends::LocalIdentity{} : backends::local_identity());
+  if (!host) {
+    return endpoint;
+  }
+  try {
+    endpoint.hosted = start_store(backends::store_bind_address(endpoint.host), endpoint.port);
+  } catch (const std::exception& error) {
+    if (settings.is_host) {
+      throw RendezvousError("cannot host the rendezvous store at " + endpoint.host + ":" +
+                            std::to_string(endpoint.port) + " (is_host=1): " + error.what());
+    }
+    // Another agent on this machine was first: use its store.
+  }
+  return endpoint;
+}
+
+// etcd: the lease is the heartbeat, so it lives as long as torchrun's keep-alive allows a node
+// to stay silent (keep_alive_interval x keep_alive_max_attempt); renewed three times per TTL.
+// An op tries the members for at most min(join_timeout, kEtcdFailoverLimit): long enough to
+// ride out a leader election, short enough that a lost quorum is reported in seconds.
+backends::etcd::EtcdOptions etcd_options(backends::etcd::EtcdOptions options,
+                                         const round::RdzvSettings& settings) {
+  const double ttl_s =
+      std::max(kEtcdMinLeaseTtl.count() * 1.0,
+               std::ceil(settings.keep_alive_interval_s * settings.keep_alive_max_attempt));
+  options.lease_ttl = std::chrono::seconds(static_cast<int64_t>(ttl_s));
+  options.keepalive_interval = millis(ttl_s / 3);
+  options.op_timeout = std::min(kEtcdOpTimeout, millis(settings.read_timeout_s));
+  options.failover_budget =
+      std::max(options.op_timeout, std::min(kEtcdFailoverLimit, millis(settings.join_timeout_s)));
+  return options;
+}
+
+// static: node 0 hosts the store at the master address (also the workers' store).
+Endpoint static_endpoint(const RendezvousConfig& config) {
+  Endpoint endpoint;
+  endpoint.host = config.host.empty() ? config.master_addr : config.host;
+  endpoint.port = config.port.value_or(config.master_port);
+  if (config.node_rank == 0) {
+    try {
+      endpoint.hosted = start_store(backends::store_bind_address(endpoint.host), endpoint.port);
+    } catch (const std::exception& error) {
+      throw RendezvousError("node 0 cannot host the store at " + endpoint.host + ":" +
+                            std::to_string(endpoint.port) +
+                            " (--master_addr/--master_port): " + error.what());
+    }
+  }
+  return endpoint;
+}
+
+}  // namespace
+
+RendezvousSetup set_up_rendezvous(const RendezvousConfig& config, boost::asio::io_context& io) {
+  RendezvousSetup setup;
+  round::MachineConfig& m = setup.machine;
+  m.settings = config.settings;  // parsed once, by the launcher
+  m.run_id = config.run_id;
+  if (config.standalone && (m.run_id.empty() || m.run_id == "none")) {
+    m.run_id = random_hex(16);
+  }
+  m.self.addr = config.local_addr ? *config.local_addr : backends::default_local_address();
+  m.self.pid = ::getpid();
+  m.self.nonce = random_hex(8);
+  m.self.nproc_per_node = config.nproc_per_node;
+  m.self.rank_hint = config.node_rank_hint;
+  m.self.min_nodes = config.min_nodes;
+  m.self.max_nodes = config.max_nodes;
+  m.max_restarts = config.max_restarts;
+  m.exit_barrier_timeout_s = config.exit_barrier_timeout.count();
+  m.captures_stacks_for_peers = config.captures_stacks_for_peers;
+  setup.workers_store_addr = config.standalone ? "localhost" : m.self.addr;
+
+  Endpoint endpoint;
+  if (config.standalone || config.backend == "c10d") {
+    m.mode = round::RoundMode::kDynamic;
+    endpoint = c10d_endpoint(config, m.settings);
+  } else if (config.backend == "static") {
+    m.mode = round::RoundMode::kStatic;
+    if (config.node_rank < 0 || config.node_rank >= config.max_nodes) {
+      throw RendezvousError("--node_rank " + std::to_string(config.node_rank) +
+                            " is not below --nnodes " + std::to_string(config.max_nodes));
+    }
+    m.self.rank_hint = config.node_rank;
+    endpoint = static_endpoint(config);
+    m.static_master_addr = endpoint.host;
+    m.static_master_port = endpoint.port;
+  } else if (config.backend == "etcd" && config.etcd) {
+    m.mode = round::RoundMode::kDynamic;
+    m.hosts_store = false;
+    m.where = "rendezvous '" + m.run_id + "' on etcd " +
+              backends::etcd::format_endpoints(config.etcd->endpoints);
+    try {
+      setup.backend =
+          std::make_unique<backends::etcd::EtcdKv>(io, etcd_options(*config.etcd, m.settings));
+    } catch (const std::invalid_argument& error) {
+      throw RendezvousError(std::string("etcd: ") + error.what());
+    }
+    return setup;
+  } else {
+    throw RendezvousError("unsupported --rdzv_backend '" + config.backend +
+                          "' (ddprun supports static, c10d and etcd)");
+  }
+  m.hosts_store = endpoint.hosted != nullptr;
+  m.where =
+      "rendezvous '" + m.run_id + "' at " + endpoint.host + ":" + std::to_string(endpoint.port);
+
+  backends::StoreKvOptions options;
+  options.host = endpoint.host;
+  options.port = endpoint.port;
+  // An unreachable endpoint is a join that never starts: ops wait for the store until
+  // join_timeout (its host may start after this agent).
+  options.connect_timeout = millis(m.settings.join_timeout_s);
+  options.reconnect_timeout = kReconnectBudget;
+  options.op_timeout = millis(m.settings.read_timeout_s);
+  setup.backend = std::make_unique<backends::StoreKv>(io, options);
+  setup.hosted_store = std::move(endpoint.hosted);
+  return setup;
+}
+
+}  // namespace ddprun::agent

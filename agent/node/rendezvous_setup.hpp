@@ -1,0 +1,29 @@
+#pragma once
+// From the launch configuration to a ready rendezvous: which backend, whether this agent hosts
+// the rendezvous store (c10d's is_host heuristic; static's node 0; --standalone's private
+// store), the machine's configuration, and the backend that carries out its ops.
+
+#include <memory>
+
+#include "agent/agent_config.hpp"
+#include "rendezvous/backends/kv_backend.hpp"
+#include "rendezvous/round/machine_config.hpp"
+#include "rendezvous/store/asio.hpp"
+#include "rendezvous/store/store_server.hpp"
+
+namespace ddprun::agent {
+
+struct RendezvousSetup {
+  rendezvous::round::MachineConfig machine;
+  // The rendezvous store this agent hosts (its own event-loop thread), or null.
+  std::unique_ptr<rendezvous::store::StoreServer> hosted_store;
+  std::unique_ptr<rendezvous::backends::KvBackend> backend;
+  // The address workers of a round this node leads are told (MASTER_ADDR): the node's
+  // address, or "localhost" for --standalone, as torchrun.
+  std::string workers_store_addr;
+};
+
+// Throws RendezvousError naming the option at fault.
+RendezvousSetup set_up_rendezvous(const RendezvousConfig& config, boost::asio::io_context& io);
+
+}  // namespace ddprun::agent

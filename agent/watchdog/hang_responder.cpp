@@ -1,0 +1,377 @@
+#include "agent/watchdog/hang_responder.hpp"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <stdexcept>
+
+#include "agent/stacks/stack_capture_plan.hpp"
+#include "agent/stacks/stack_capture_probe.hpp"
+#include "agent/workers/worker_exit.hpp"
+#include "agent/workers/worker_process.hpp"
+
+namespace ddprun::agent {
+
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+
+std::string tool_name(const CaptureCommand& command) {
+  return command.argv.empty() ? "?"
+                              : std::filesystem::path(command.argv.front()).filename().string();
+}
+
+// "py-spy: ok, eu-stack: exit 1": what each tool did, so a report without frames says why.
+std::string capture_outcome(const StackCaptureRunner::TargetResult& result) {
+  if (result.commands.empty())
+    return "no stack tool found (py-spy, eu-stack or gdb)";
+  std::string text;
+  for (const auto& command : result.commands) {
+    std::string how;
+    switch (command.end) {
+      case StackCaptureRunner::CommandEnd::kPending:
+        how = "not finished";
+        break;
+      case StackCaptureRunner::CommandEnd::kExited:
+        if (command.succeeded())
+          how = "ok";
+        else if (WIFEXITED(command.wait_status))
+          how = "failed (exit " + std::to_string(WEXITSTATUS(command.wait_status)) + ")";
+        else
+          how = "failed (" + signal_name(WTERMSIG(command.wait_status)) + ")";
+        break;
+      case StackCaptureRunner::CommandEnd::kTimedOut:
+        how = "timed out";
+        break;
+      case StackCaptureRunner::CommandEnd::kNotStarted:
+        how = "not started: " + command.error;
+        break;
+      case StackCaptureRunner::CommandEnd::kCancelled:
+        how = "cancelled (capture limit)";
+        break;
+    }
+    text += (text.empty() ? "" : ", ") + tool_name(command.command) + " " + how;
+  }
+  return text;
+}
+
+std::string one_line(const HungRank& rank, const std::string& outcome) {
+  std::string line = "ddprun: rank " + std::to_string(rank.worker.global_rank) + " (local_rank " +
+                     std::to_string(rank.worker.local_rank) + ", pid " +
+                     std::to_string(rank.worker.pid) + ") hung: " + describe_hang_cause(rank);
+  if (rank.top_frames.empty()) {
+    line += "; stuck at: <no stack captured>";
+  } else {
+    line += "; stuck at: ";
+    for (std::size_t i = 0; i < rank.top_frames.size(); ++i) {
+      const StackFrame& frame = rank.top_frames[i];
+      line += (i == 0 ? "" : " < ") + frame.function +
+              (frame.location.empty() ? "" : " (" + frame.location + ")");
+    }
+  }
+  if (!rank.stack_file.empty())
+    line += "; stacks: " + rank.stack_file;
+  if (!outcome.empty())
+    line += " [" + outcome + "]";
+  return line;
+}
+
+}  // namespace
+
+HangResponder::HangResponder(boost::asio::io_context& io, const EnvMap& agent_env, StackTools tools,
+                             bool python_stacks, EventLog& events, std::string host,
+                             std::function<void()> before_print, RoundHooks round)
+    : io_(io),
+      agent_env_(agent_env),
+      tools_(std::move(tools)),
+      python_stacks_(python_stacks),
+      events_(events),
+      host_(std::move(host)),
+      before_print_(std::move(before_print)),
+      round_(std::move(round)),
+      runner_deadline_(io),
+      capture_limit_(io) {}
+
+HangResponder::~HangResponder() {
+  stop();
+  if (!fallback_dir_.empty()) {
+    std::error_code ignored;
+    std::filesystem::remove(fallback_dir_, ignored);  // only if nothing was written there
+  }
+}
+
+void HangResponder::prepare_group(const std::string& attempt_dir) {
+  stop();
+  workers_.clear();
+  attempt_dir_ = attempt_dir;
+  captures_ = 0;
+  hang_messages_.clear();
+}
+
+void HangResponder::group_started(std::vector<WatchedWorker> workers) {
+  workers_ = std::move(workers);
+  active_ = true;
+}
+
+void HangResponder::worker_exited(pid_t pid) {
+  std::erase_if(workers_, [&](const WatchedWorker& w) { return w.pid == pid; });
+}
+
+bool HangResponder::live(pid_t pid) const {
+  return std::any_of(workers_.begin(), workers_.end(),
+                     [&](const WatchedWorker& w) { return w.pid == pid; });
+}
+
+void HangResponder::stop() {
+  active_ = false;
+  ++generation_;
+  runner_deadline_.cancel();
+  capture_limit_.cancel();
+  runner_fd_.reset();
+  runner_.reset();  // kills and reaps the tools still running
+  capturing_.clear();
+  queued_.clear();
+  to_signal_.clear();
+  peers_pending_ = false;  // the group stops: nothing is left to signal
+  answer_round();
+}
+
+std::optional<std::string> HangResponder::hang_message(pid_t pid) const {
+  auto it = hang_messages_.find(pid);
+  if (it == hang_messages_.end())
+    return std::nullopt;
+  return it->second;
+}
+
+void HangResponder::on_hung(std::vector<HungRank> ranks) {
+  if (!active_)
+    return;
+  for (HungRank& rank : ranks) {
+    if (live(rank.worker.pid))
+      queued_.push_back(std::move(rank));
+  }
+  if (queued_.empty())
+    return;
+  if (!runner_)
+    start_capture();
+  else if (capturing_.empty())
+    adopt_queued_hangs();  // a capture for another node's hang runs, of every local worker
+}
+
+// The queued hangs become the capture's, and the round hears of them first, so the other
+// nodes capture while this one does.
+void HangResponder::adopt_queued_hangs() {
+  capturing_ = std::move(queued_);
+  queued_.clear();
+  if (capturing_.empty())
+    return;
+  std::string report = host_ + ":";
+  for (const HungRank& rank : capturing_)
+    report += " rank " + std::to_string(rank.worker.global_rank) + " " + describe_hang_cause(rank);
+  peers_pending_ = true;
+  round_waits_ = true;
+  round_.hang_detected(report);
+}
+
+std::string HangResponder::stacks_dir_for_capture() {
+  std::string base = attempt_dir_;
+  if (base.empty()) {
+    if (fallback_dir_.empty()) {
+      std::string templ =
+          (std::filesystem::temp_directory_path() / "ddprun_stacks_XXXXXX").string();
+      if (::mkdtemp(templ.data()) == nullptr)
+        throw std::runtime_error("cannot create a folder for the stacks in " +
+                                 std::filesystem::temp_directory_path().string());
+      fallback_dir_ = templ;
+    }
+    base = fallback_dir_;
+  }
+  ++captures_;
+  return (std::filesystem::path(base) /
+          (captures_ == 1 ? std::string("stacks") : "stacks_" + std::to_string(captures_)))
+      .string();
+}
+
+void HangResponder::start_capture() {
+  adopt_queued_hangs();
+  std::vector<StackTarget> targets;
+  for (const WatchedWorker& worker : workers_)
+    targets.push_back(probe_stack_target(worker));
+  StackCaptureOptions options;
+  options.python = python_stacks_;
+  options.tool_timeout = kHangCaptureToolTimeout;
+  try {
+    capture_dir_ = stacks_dir_for_capture();
+    StackCapturePlan plan = plan_stack_capture(targets, attempt_dir_, tools_, options);
+    // Every capture of this group gets its own folder; the planner names only "<dir>/stacks".
+    plan.stacks_dir = capture_dir_;
+    for (auto& target : plan.targets)
+      target.output_path = (std::filesystem::path(capture_dir_) /
+                            std::filesystem::path(target.output_path).filename())
+                               .string();
+    runner_ = std::make_unique<StackCaptureRunner>(plan, agent_env_, SteadyClock::now());
+    runner_fd_ = wait_on(io_, runner_->fd());
+  } catch (const std::exception& error) {
+    before_print_();
+    std::fprintf(stderr, "ddprun: warning: cannot capture the hung workers' stacks: %s\n",
+                 error.what());
+    std::fflush(stderr);
+    runner_fd_.reset();
+    runner_.reset();
+    capture_dir_.clear();
+    finish_capture();
+    return;
+  }
+  capture_limit_.expires_after(kHangCaptureLimit);
+  capture_limit_.async_wait(
+      [this, generation = generation_](const boost::system::error_code& error) {
+        if (error || generation != generation_ || !runner_)
+          return;
+        runner_->cancel();
+        finish_capture();
+      });
+  watch_capture();
+  advance_capture();  // a plan without commands is done at once
+}
+
+void HangResponder::watch_capture() {
+  runner_fd_->async_wait(Descriptor::wait_read,
+                         [this, generation = generation_](const boost::system::error_code& error) {
+                           if (error || generation != generation_ || !runner_)
+                             return;
+                           advance_capture();
+                           if (runner_)
+                             watch_capture();
+                         });
+}
+
+void HangResponder::advance_capture() {
+  runner_->advance(SteadyClock::now());
+  if (runner_->done()) {
+    finish_capture();
+    return;
+  }
+  runner_deadline_.cancel();
+  if (const auto deadline = runner_->next_deadline()) {
+    runner_deadline_.expires_at(*deadline);
+    runner_deadline_.async_wait(
+        [this, generation = generation_](const boost::system::error_code& error) {
+          if (error || generation != generation_ || !runner_)
+            return;
+          advance_capture();
+        });
+  }
+}
+
+void HangResponder::finish_capture() {
+  runner_deadline_.cancel();
+  capture_limit_.cancel();
+  std::vector<StackCaptureRunner::TargetResult> results;
+  if (runner_)
+    results = runner_->results();
+  runner_fd_.reset();
+  runner_.reset();
+
+  if (capturing_.empty()) {
+    // A capture for another node's hang: say where this node's stacks are.
+    const std::string dir = results.empty() ? std::string() : capture_dir_;
+    before_print_();
+    std::fprintf(stderr, "ddprun: a worker hung on another node; this node's stacks: %s\n",
+                 dir.empty() ? "not captured" : dir.c_str());
+    std::fflush(stderr);
+    events_.record("peer_stacks", {{"stacks_dir", dir}});
+    answer_round();
+    start_queued_capture();
+    return;
+  }
+  HangReport report;
+  report.host = host_;
+  report.stacks_dir = results.empty() ? std::string() : capture_dir_;
+  std::vector<std::string> outcomes;
+  for (HungRank& rank : capturing_) {
+    std::string outcome = results.empty() ? "stacks not captured" : "";
+    for (const auto& result : results) {
+      if (result.target.pid != rank.worker.pid)
+        continue;
+      attach_stacks(rank, read_captured_stacks(result), result.output_path);
+      outcome = capture_outcome(result);
+    }
+    outcomes.push_back(std::move(outcome));
+    report.hung.push_back(rank);
+  }
+  before_print_();
+  for (std::size_t i = 0; i < report.hung.size(); ++i)
+    std::fprintf(stderr, "%s\n", one_line(report.hung[i], outcomes[i]).c_str());
+  std::fflush(stderr);
+  events_.record("hang", hang_report_json(report));
+  for (HungRank& rank : report.hung) {
+    hang_messages_[rank.worker.pid] = format_hung_rank_message(rank);
+    to_signal_.push_back(std::move(rank));
+  }
+  capturing_.clear();
+  answer_round();  // every local worker's stacks were in this capture
+  signal_hung_workers();
+  start_queued_capture();
+}
+
+void HangResponder::start_queued_capture() {
+  if (!active_ || (queued_.empty() && !round_waits_))
+    return;
+  // Later, from the loop: this may run inside a handler of the capture just finished.
+  boost::asio::post(io_, [this, generation = generation_] {
+    if (generation == generation_ && active_ && !runner_ && (!queued_.empty() || round_waits_))
+      start_capture();
+  });
+}
+
+void HangResponder::peers_captured() {
+  peers_pending_ = false;
+  signal_hung_workers();
+}
+
+void HangResponder::signal_hung_workers() {
+  if (peers_pending_)
+    return;
+  std::vector<HungRank> ranks = std::move(to_signal_);
+  to_signal_.clear();
+  for (const HungRank& rank : ranks)
+    act_on(rank);
+}
+
+void HangResponder::capture_for_peer() {
+  round_waits_ = true;
+  if (!active_ || workers_.empty()) {
+    answer_round();
+    return;
+  }
+  if (!runner_)
+    start_queued_capture();  // from the loop: this call comes from inside the round's step
+}
+
+void HangResponder::answer_round() {
+  if (!round_waits_)
+    return;
+  round_waits_ = false;
+  boost::asio::post(io_, round_.stacks_captured);
+}
+
+void HangResponder::act_on(const HungRank& rank) {
+  // Only a worker not yet reaped: its pid is still ours.
+  if (!active_ || !live(rank.worker.pid))
+    return;
+  if (rank.cause == HangCause::kTimerExpired) {
+    // As torchrun's server: the requested signal to the worker's pid; none asked, none sent.
+    if (rank.signal > 0)
+      ::kill(rank.worker.pid, rank.signal);
+    return;
+  }
+  // A silent worker: its whole process group, so the group fails and restarts; SIGKILL also
+  // ends a SIGSTOPped one.
+  signal_worker_group(rank.worker.pid, SIGKILL);
+}
+
+}  // namespace ddprun::agent

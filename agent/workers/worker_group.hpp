@@ -1,0 +1,111 @@
+#pragma once
+// The local worker group of one round: starts every worker with its streams wired as the log
+// plan says (inherited, a file, /dev/null, or --tee'd through the agent), holds the pumps of
+// the tee'd output, collects exits, and signals the workers (each worker's whole process
+// group). It never waits: the agent's event loop reaps on SIGCHLD, pumps a pipe when it is
+// readable, and times the SIGKILL after the shutdown timeout. The destructor kills what still
+// runs (bounded).
+//
+// Failures are gathered as torchrun's monitor loop does: once a worker fails, the others that
+// fail within the failure window (torchrun: one --monitor-interval) are failures too, rather
+// than workers the agent stopped, so the failure table lists them all.
+
+#include <signal.h>
+#include <sys/types.h>
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "agent/logs/console.hpp"
+#include "agent/logs/log_layout.hpp"
+#include "agent/logs/output_pump.hpp"
+#include "agent/workers/worker_env.hpp"
+#include "agent/workers/worker_exit.hpp"
+
+namespace ddprun::agent {
+
+struct WorkerLaunch {
+  int local_rank = 0;
+  int global_rank = 0;
+  std::vector<std::string> argv;
+  EnvMap env;
+  WorkerLogPlan logs;
+  std::string console_prefix;     // for --tee'd streams
+  std::vector<int> cpu_affinity;  // --numa-binding: the worker's CPUs; empty: no binding
+  int heartbeat_fd = -1;          // --watchdog-timeout: the write end of its heartbeat pipe
+};
+
+// torchrun's default --monitor-interval: how long the group keeps collecting failures after the
+// first one before wait() returns it.
+inline constexpr std::chrono::milliseconds kDefaultFailureWindow{100};
+
+struct WorkerRecord {
+  int local_rank = 0;
+  int global_rank = 0;
+  pid_t pid = -1;
+  std::string error_file;
+  std::optional<WorkerExit> exit;  // set once reaped
+  double exit_time_s = 0;          // unix seconds when the exit was observed
+  bool stopped_by_agent = false;   // exited after the agent began stopping the group
+};
+
+class WorkerGroup {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  // Starts every worker at once. Throws std::runtime_error (already started ones are killed).
+  // child_mask: the signal mask workers start with (the agent's before it blocked the signals
+  // its event loop reads). failure_window: the run loop passes --monitor-interval.
+  WorkerGroup(const std::vector<WorkerLaunch>& launches, const sigset_t& child_mask,
+              std::chrono::duration<double> failure_window = kDefaultFailureWindow);
+  ~WorkerGroup();
+  WorkerGroup(const WorkerGroup&) = delete;
+  WorkerGroup& operator=(const WorkerGroup&) = delete;
+
+  // Collects the exits of workers that ended (non-blocking; call on SIGCHLD). Reaps by pid
+  // only, so the agent's other children (stack capture tools) are left to their owners.
+  void reap();
+  GroupState state() const;
+  bool all_exited() const;
+  const std::vector<WorkerRecord>& workers() const { return workers_; }
+
+  // Once a worker failed, the others that fail within the failure window count as failures
+  // too: act on a failed state only when this is false (re-check at failure_window_end()).
+  bool gathering_failures() const;
+  std::optional<Clock::time_point> failure_window_end() const { return failure_window_end_; }
+
+  // Sends sig to every live worker's process group; exits from now on count as stopped by the
+  // agent. Workers that had exited before the signal went out are not marked so.
+  void signal_all(int sig);
+  // SIGKILL to every worker's process group, exited ones too: grandchildren left behind go.
+  void kill_all();
+
+  // The console the tee'd streams write to; the run loop ends open lines through it before
+  // printing a message of its own.
+  Console& console() { return *console_; }
+  // The pumps of the tee'd streams: wait on fd() while open(), then on_readable().
+  std::vector<OutputPump>& output_pumps() { return pumps_; }
+
+ private:
+  void start_worker(const WorkerLaunch& launch, const sigset_t& child_mask);
+  int duplicate_fd(const std::string& path);
+  void finish_output_if_done();
+  void kill_and_reap_bounded();
+
+  Clock::duration failure_window_;
+  std::unique_ptr<Console> console_;  // before pumps_: the pumps write through it
+  std::vector<std::pair<std::string, OwnedFd>> duplicate_files_;  // path, O_APPEND fd
+  std::vector<WorkerRecord> workers_;
+  std::vector<OutputPump> pumps_;
+  std::optional<Clock::time_point> failure_window_end_;  // set at the first failure
+  bool stopping_ = false;
+  bool output_finished_ = false;
+};
+
+double unix_time_now();
+
+}  // namespace ddprun::agent

@@ -1,0 +1,58 @@
+#include "launcher/agent_config_builder.hpp"
+
+namespace ddprun::launcher {
+
+agent::AgentConfig build_agent_config(const LaunchConfig& config) {
+  agent::AgentConfig agent;
+
+  agent::RendezvousConfig& rdzv = agent.rendezvous;
+  rdzv.backend = config.rdzv_backend;  // --standalone made it c10d
+  rdzv.host = config.rdzv_host;
+  rdzv.port = config.rdzv_port;
+  rdzv.run_id = config.rdzv_id;
+  rdzv.settings = config.rdzv_settings;
+  rdzv.etcd = config.etcd;
+  rdzv.standalone = config.standalone;
+  rdzv.node_rank = config.node_rank;
+  rdzv.node_rank_hint = config.node_rank_hint;
+  rdzv.master_addr = config.master_addr;
+  rdzv.master_port = config.master_port;
+  rdzv.local_addr = config.local_addr;
+  rdzv.min_nodes = config.min_nodes;
+  rdzv.max_nodes = config.max_nodes;
+  rdzv.nproc_per_node = config.nproc_per_node;
+  rdzv.max_restarts = config.max_restarts;
+  rdzv.exit_barrier_timeout = config.exit_barrier_timeout;
+  rdzv.captures_stacks_for_peers = config.file_timer_enabled || config.watchdog_timeout;
+
+  agent::WorkerSpec& workers = agent.workers;
+  workers.nproc_per_node = config.nproc_per_node;
+  workers.role = config.role;
+  workers.max_restarts = config.max_restarts;
+  workers.entry_kind = config.entry_kind;
+  workers.entry_point = config.entry_point;
+  workers.argv = config.worker_argv;
+  workers.env_overrides = config.worker_env_overrides;
+  workers.virtual_local_rank = config.virtual_local_rank;
+  workers.numa_cpus = config.numa_cpus;
+  workers.signals_to_handle_text = config.signals_to_handle_text;
+
+  agent::LogConfig& logs = agent.logs;
+  logs.log_dir = config.log_dir;
+  logs.redirects = config.redirects;
+  logs.tee = config.tee;
+  logs.local_ranks_filter = config.local_ranks_filter;
+  logs.duplicate_stdout_filters = config.duplicate_stdout_filters;
+  logs.duplicate_stderr_filters = config.duplicate_stderr_filters;
+
+  agent.watchdog.heartbeat_timeout = config.watchdog_timeout;
+
+  agent.supervision.monitor_interval = config.monitor_interval;
+  agent.supervision.shutdown_timeout = config.shutdown_timeout;
+  agent.supervision.signals_to_handle = config.signals_to_handle;
+
+  agent.events_file = config.events_file;
+  return agent;
+}
+
+}  // namespace ddprun::launcher
