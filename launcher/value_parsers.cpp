@@ -10,6 +10,8 @@
 #include <limits>
 #include <utility>
 
+#include "common/signals.hpp"
+#include "common/text.hpp"
 #include "launcher/text.hpp"
 #include "launcher/usage_error.hpp"
 #include "rendezvous/round/round_settings.hpp"
@@ -17,14 +19,7 @@
 namespace ddprun::launcher {
 namespace {
 
-std::string_view trim(std::string_view text) {
-  const auto blank = [](char c) { return std::isspace(static_cast<unsigned char>(c)) != 0; };
-  while (!text.empty() && blank(text.front()))
-    text.remove_prefix(1);
-  while (!text.empty() && blank(text.back()))
-    text.remove_suffix(1);
-  return text;
-}
+using common::trim;
 
 std::string quoted(std::string_view text) {
   return cat("'", text, "'");
@@ -60,28 +55,6 @@ bool is_host_character(char c) {
   return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_' || c == '.' || c == ':' ||
          c == '-';
 }
-
-struct NamedSignal {
-  std::string_view name;
-  int number;
-};
-
-constexpr std::array kSignals{
-    NamedSignal{"SIGHUP", SIGHUP},       NamedSignal{"SIGINT", SIGINT},
-    NamedSignal{"SIGQUIT", SIGQUIT},     NamedSignal{"SIGILL", SIGILL},
-    NamedSignal{"SIGTRAP", SIGTRAP},     NamedSignal{"SIGABRT", SIGABRT},
-    NamedSignal{"SIGBUS", SIGBUS},       NamedSignal{"SIGFPE", SIGFPE},
-    NamedSignal{"SIGUSR1", SIGUSR1},     NamedSignal{"SIGSEGV", SIGSEGV},
-    NamedSignal{"SIGUSR2", SIGUSR2},     NamedSignal{"SIGPIPE", SIGPIPE},
-    NamedSignal{"SIGALRM", SIGALRM},     NamedSignal{"SIGTERM", SIGTERM},
-    NamedSignal{"SIGCHLD", SIGCHLD},     NamedSignal{"SIGCONT", SIGCONT},
-    NamedSignal{"SIGTSTP", SIGTSTP},     NamedSignal{"SIGTTIN", SIGTTIN},
-    NamedSignal{"SIGTTOU", SIGTTOU},     NamedSignal{"SIGURG", SIGURG},
-    NamedSignal{"SIGXCPU", SIGXCPU},     NamedSignal{"SIGXFSZ", SIGXFSZ},
-    NamedSignal{"SIGVTALRM", SIGVTALRM}, NamedSignal{"SIGPROF", SIGPROF},
-    NamedSignal{"SIGWINCH", SIGWINCH},   NamedSignal{"SIGIO", SIGIO},
-    NamedSignal{"SIGPWR", SIGPWR},       NamedSignal{"SIGSYS", SIGSYS},
-};
 
 constexpr std::string_view kStdExpected =
     "0, 1, 2 or 3 (none, stdout, stderr, both) for every local rank, or LOCAL_RANK:0-3 pairs "
@@ -220,7 +193,7 @@ rendezvous::round::RdzvSettings check_rdzv_conf_values(
       const common::Seconds timeout = parse_seconds(value, where, /*positive=*/true);
       // static's own key (torchrun injects 900); c10d's join_timeout wins when both are given.
       if (static_backend && !conf.contains("join_timeout"))
-        settings.join_timeout_s = timeout.count();
+        settings.join_timeout = timeout;
     } else if (key == "rank") {
       parse_int(value, where, "an integer, 0 or more", 0, std::numeric_limits<int>::max());
     } else if (key == "store_type") {
@@ -291,13 +264,12 @@ std::vector<int> parse_signal_names(std::string_view text, const std::string& op
     if (name == "SIGKILL" || name == "SIGSTOP") {
       throw UsageError(option, std::string(name) + " cannot be caught", expected);
     }
-    const auto* found = std::find_if(kSignals.begin(), kSignals.end(),
-                                     [&](const NamedSignal& s) { return s.name == name; });
-    if (found == kSignals.end()) {
+    const std::optional<int> number = common::signal_number(name);
+    if (!number) {
       throw UsageError(option, quoted(name) + " is not a signal name", expected);
     }
-    if (std::find(numbers.begin(), numbers.end(), found->number) == numbers.end()) {
-      numbers.push_back(found->number);
+    if (std::find(numbers.begin(), numbers.end(), *number) == numbers.end()) {
+      numbers.push_back(*number);
     }
   }
   return numbers;

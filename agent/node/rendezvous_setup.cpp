@@ -41,8 +41,8 @@ std::string random_hex(std::size_t bytes) {
   return out;
 }
 
-std::chrono::milliseconds millis(double seconds) {
-  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+std::chrono::milliseconds millis(common::Seconds seconds) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(seconds);
 }
 
 std::unique_ptr<store::StoreServer> start_store(const std::string& bind_host, uint16_t port) {
@@ -112,14 +112,14 @@ Endpoint c10d_endpoint(const RendezvousConfig& config, const round::RdzvSettings
 // ride out a leader election, short enough that a lost quorum is reported in seconds.
 backends::etcd::EtcdOptions etcd_options(backends::etcd::EtcdOptions options,
                                          const round::RdzvSettings& settings) {
-  const double ttl_s =
-      std::max(kEtcdMinLeaseTtl.count() * 1.0,
-               std::ceil(settings.keep_alive_interval_s * settings.keep_alive_max_attempt));
-  options.lease_ttl = std::chrono::seconds(static_cast<int64_t>(ttl_s));
-  options.keepalive_interval = millis(ttl_s / 3);
-  options.op_timeout = std::min(kEtcdOpTimeout, millis(settings.read_timeout_s));
+  const auto ttl = std::max<std::chrono::seconds>(
+      kEtcdMinLeaseTtl, std::chrono::ceil<std::chrono::seconds>(settings.keep_alive_interval *
+                                                                settings.keep_alive_max_attempt));
+  options.lease_ttl = ttl;
+  options.keepalive_interval = std::chrono::duration_cast<std::chrono::milliseconds>(ttl) / 3;
+  options.op_timeout = std::min(kEtcdOpTimeout, millis(settings.read_timeout));
   options.failover_budget =
-      std::max(options.op_timeout, std::min(kEtcdFailoverLimit, millis(settings.join_timeout_s)));
+      std::max(options.op_timeout, std::min(kEtcdFailoverLimit, millis(settings.join_timeout)));
   return options;
 }
 
@@ -201,9 +201,9 @@ RendezvousSetup set_up_rendezvous(const RendezvousConfig& config, boost::asio::i
   options.port = endpoint.port;
   // An unreachable endpoint is a join that never starts: ops wait for the store until
   // join_timeout (its host may start after this agent).
-  options.connect_timeout = millis(m.settings.join_timeout_s);
+  options.connect_timeout = millis(m.settings.join_timeout);
   options.reconnect_timeout = kReconnectBudget;
-  options.op_timeout = millis(m.settings.read_timeout_s);
+  options.op_timeout = millis(m.settings.read_timeout);
   setup.backend = std::make_unique<backends::StoreKv>(io, options);
   setup.hosted_store = std::move(endpoint.hosted);
   return setup;

@@ -5,18 +5,13 @@
 #include <optional>
 
 #include "agent/stacks/stack_capture_plan.hpp"
+#include "common/text.hpp"
 
 namespace ddprun::agent {
 
 namespace {
 
-std::string_view trim(std::string_view text) {
-  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front())))
-    text.remove_prefix(1);
-  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back())))
-    text.remove_suffix(1);
-  return text;
-}
+using common::trim;
 
 bool starts_with_space(std::string_view line) {
   return !line.empty() && (line.front() == ' ' || line.front() == '\t');

@@ -5,6 +5,8 @@
 #include <cctype>
 #include <string_view>
 
+#include "common/text.hpp"
+
 namespace ddprun::agent {
 
 namespace {
@@ -26,12 +28,7 @@ std::string virtual_local_rank_device(const EnvMap& inherited, int local_rank) {
     const auto comma = rest.find(',');
     rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
   }
-  std::string_view device = rest.substr(0, rest.find(','));
-  while (!device.empty() && std::isspace(static_cast<unsigned char>(device.front())))
-    device.remove_prefix(1);
-  while (!device.empty() && std::isspace(static_cast<unsigned char>(device.back())))
-    device.remove_suffix(1);
-  return std::string(device);
+  return std::string(common::trim(rest.substr(0, rest.find(','))));
 }
 
 }  // namespace

@@ -14,13 +14,6 @@ WorkerExit worker_exit_from_wait_status(int wait_status) {
   return WorkerExit{1};  // stopped/continued are never reported: waitpid runs without WUNTRACED
 }
 
-std::string signal_name(int signal_number) {
-  const char* abbrev = sigabbrev_np(signal_number);
-  if (abbrev == nullptr)
-    return "SIG" + std::to_string(signal_number);
-  return std::string("SIG") + abbrev;
-}
-
 std::string default_failure_message(const WorkerExit& exit, int pid) {
   if (exit.exit_code < 0) {
     const int sig = -exit.exit_code;

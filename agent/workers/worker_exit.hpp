@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "common/signals.hpp"
+
 namespace ddprun::agent {
 
 // torchrun's exit code convention: >= 0 the exit status, < 0 minus the signal number.
@@ -16,8 +18,8 @@ struct WorkerExit {
 
 WorkerExit worker_exit_from_wait_status(int wait_status);
 
-// "SIGKILL" for 9, "SIG42" for an unnamed number.
-std::string signal_name(int signal_number);
+// "SIGKILL" for 9, "SIG42" for an unnamed number: glibc's names, as everywhere in ddprun.
+using common::signal_name;
 
 // torchrun's message for a worker without an error file.
 std::string default_failure_message(const WorkerExit& exit, int pid);

@@ -2,16 +2,9 @@
 
 #include <chrono>
 
+#include "common/overloaded.hpp"
+
 namespace ddprun::rendezvous::backends {
-namespace {
-
-template <class... Ts>
-struct Overloaded : Ts... {
-  using Ts::operator()...;
-};
-
-}  // namespace
-
 double monotonic_now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
@@ -44,7 +37,7 @@ void RoundDriver::feed(round::MachineEvent event) {
 
 void RoundDriver::carry_out() {
   for (auto& effect : machine_.take_effects()) {
-    std::visit(Overloaded{
+    std::visit(common::Overloaded{
                    [&](round::IssueKv& issue) {
                      const uint64_t id = issue.id;
                      std::weak_ptr<bool> alive = alive_;

@@ -7,38 +7,12 @@
 #include <algorithm>
 #include <array>
 
+#include "common/overloaded.hpp"
+#include "common/signals.hpp"
 #include "rendezvous/round/digest_text.hpp"
 #include "rendezvous/round/reply.hpp"
 
 namespace ddprun::rendezvous::round {
-
-namespace {
-
-template <class... Ts>
-struct Overloaded : Ts... {
-  using Ts::operator()...;
-};
-
-const char* signal_text(int signal) {
-  switch (signal) {
-    case 1:
-      return "SIGHUP";
-    case 2:
-      return "SIGINT";
-    case 3:
-      return "SIGQUIT";
-    case 10:
-      return "SIGUSR1";
-    case 12:
-      return "SIGUSR2";
-    case 15:
-      return "SIGTERM";
-    default:
-      return "a signal";
-  }
-}
-
-}  // namespace
 
 RoundMachine::RoundMachine(MachineConfig config)
     : config_(std::move(config)), keys_(config_.run_id) {}
@@ -134,10 +108,10 @@ void RoundMachine::step(const MachineEvent& event, double now) {
     return;
   }
   try {
-    std::visit(Overloaded{
+    std::visit(common::Overloaded{
                    [&](const Begin&) {
                      if (phase_ == Phase::kIdle) {
-                       join_.deadline_s = now + config_.settings.join_timeout_s;
+                       join_.deadline_s = now + config_.settings.join_timeout.count();
                        begin_join(now);
                      }
                    },
@@ -218,7 +192,7 @@ void RoundMachine::on_kv_error(const Pending& pending, const KvError& error, dou
     } else if (pending.step == Step::kHangWait) {
       wait_for_peer_hang();
     }
-    if (now - watch_.last_answer_s <= config_.settings.read_timeout_s) {
+    if (now - watch_.last_answer_s <= config_.settings.read_timeout.count()) {
       if (!watch_.slowness_reported) {
         notice("store_slow",
                "warning: the rendezvous store is slow to answer (" + error.message + "); retrying");
@@ -261,7 +235,7 @@ void RoundMachine::on_timer(double now) {
 }
 
 void RoundMachine::on_signal(int signal, double now) {
-  const std::string name = signal_text(signal);
+  const std::string name = common::signal_name(signal);
   switch (phase_) {
     case Phase::kIdle:
     case Phase::kCheckingConfig:

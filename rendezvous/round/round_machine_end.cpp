@@ -202,7 +202,7 @@ void RoundMachine::on_ending_reply(const Pending& pending, const KvResult& resul
       const uint64_t r = current_->round;
       if (value_of(result) != config_.self.nonce) {
         issue(Step::kFailedWait,
-              KvWait{{keys_.failed(r)}, to_millis(config_.settings.close_timeout_s)},
+              KvWait{{keys_.failed(r)}, to_millis(config_.settings.close_timeout.count())},
               Group::kReport);
         return;
       }
@@ -345,7 +345,7 @@ void RoundMachine::on_ending_reply(const Pending& pending, const KvResult& resul
       // them lost.
       if (phase_ == Phase::kClosing && config_.hosts_store && participants() > 1) {
         issue(Step::kAllLeftWait, KvWait{{keys_.all_left(current_->round)},
-                                         to_millis(config_.settings.close_timeout_s)});
+                                         to_millis(config_.settings.close_timeout.count())});
         return;
       }
       finish(close_status_, close_reason_, close_failures_);

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <charconv>
 
+#include "common/overloaded.hpp"
 #include "rendezvous/round/reply.hpp"
 #include "rendezvous/round/round_machine.hpp"
 
@@ -36,11 +37,6 @@ int parse_small_count(const std::string& text, const char* what) {
   }
   return value;
 }
-
-template <class... Ts>
-struct Overloaded : Ts... {
-  using Ts::operator()...;
-};
 
 std::string seconds_text(double seconds) {
   std::string text = std::to_string(seconds);
@@ -151,7 +147,7 @@ void RoundMachine::join_replies_done(double now) {
     throw RendezvousError(config_.where + " is closed: the job has ended");
   }
   JoinPolicy policy{config_.self.min_nodes, config_.self.max_nodes, join_.expected,
-                    config_.settings.last_call_timeout_s};
+                    config_.settings.last_call_timeout.count()};
   join_.decisions.emplace(policy, join_.deadline_s);
   act(join_.decisions->on_joined(join_.slot, now), now);
 }
@@ -159,7 +155,7 @@ void RoundMachine::join_replies_done(double now) {
 void RoundMachine::act(const JoinAction& action, double now) {
   const uint64_t r = join_.round;
   std::visit(
-      Overloaded{
+      common::Overloaded{
           [&](const AwaitClose& a) {
             issue(Step::kAwaitClose, KvWait{{keys_.closed(r)}, to_millis(a.until_s - now)});
           },
@@ -176,7 +172,7 @@ void RoundMachine::act(const JoinAction& action, double now) {
             phase_ = Phase::kForming;
             current_ = Formed{r, p.slot, {}, {}, 0};
             signal_ = RoundSignal::kNone;
-            const auto close_wait = to_millis(config_.settings.close_timeout_s);
+            const auto close_wait = to_millis(config_.settings.close_timeout.count());
             if (join_.closed_by_me) {
               issue(Step::kRecordsWait,
                     KvWait{keys_.for_slots(p.participants, [&](int s) { return keys_.node(r, s); }),
@@ -208,7 +204,7 @@ void RoundMachine::become_late(int participants, double now) {
 
 void RoundMachine::join_timed_out(int joined) {
   throw RendezvousError(config_.where + ": timed out after " +
-                        seconds_text(config_.settings.join_timeout_s) +
+                        seconds_text(config_.settings.join_timeout.count()) +
                         " s (join_timeout) waiting for " + std::to_string(config_.self.min_nodes) +
                         " nodes to join round " + std::to_string(join_.round) + " (" +
                         std::to_string(joined) + " joined)");
@@ -276,8 +272,8 @@ void RoundMachine::assignment_read(const std::string& text, double now) {
   } else if (assignment.group_rank == 0) {
     emit(HostWorkersStore{current_->round});
   } else {
-    issue(Step::kMasterWait,
-          KvWait{{keys_.master(current_->round)}, to_millis(config_.settings.close_timeout_s)});
+    issue(Step::kMasterWait, KvWait{{keys_.master(current_->round)},
+                                    to_millis(config_.settings.close_timeout.count())});
   }
 }
 
@@ -399,7 +395,7 @@ void RoundMachine::on_reply(const Pending& pending, const KvResult& result, doub
       return;
     case Step::kReformWait:
       require_ready(result, config_.where,
-                    "timed out after " + seconds_text(config_.settings.join_timeout_s) +
+                    "timed out after " + seconds_text(config_.settings.join_timeout.count()) +
                         " s (join_timeout) waiting as a spare for round " + std::to_string(r) +
                         " to end");
       issue(Step::kRoundAdvanceLate,
@@ -435,7 +431,7 @@ void RoundMachine::on_reply(const Pending& pending, const KvResult& result, doub
       const auto present =
           std::count_if(values.begin(), values.end(), [](const auto& v) { return v.has_value(); });
       const std::string message = config_.where + ": timed out after " +
-                                  seconds_text(config_.settings.join_timeout_s) +
+                                  seconds_text(config_.settings.join_timeout.count()) +
                                   " s (join_timeout): " + std::to_string(present) + " of " +
                                   std::to_string(pending.aux) + " nodes (--nnodes) joined";
       auto assign_keys = keys_.for_slots(static_cast<int>(pending.aux),
@@ -483,8 +479,9 @@ void RoundMachine::on_reply(const Pending& pending, const KvResult& result, doub
       require_ready(
           result, config_.where,
           "no rank assignment for round " + std::to_string(r) + " within " +
-              (elastic() ? seconds_text(config_.settings.close_timeout_s) + " s (close_timeout)"
-                         : seconds_text(config_.settings.join_timeout_s) + " s (join_timeout)"));
+              (elastic()
+                   ? seconds_text(config_.settings.close_timeout.count()) + " s (close_timeout)"
+                   : seconds_text(config_.settings.join_timeout.count()) + " s (join_timeout)"));
       issue(Step::kAssignRead, KvGet{keys_.assignment(r, join_.slot)});
       return;
     case Step::kAssignRead:

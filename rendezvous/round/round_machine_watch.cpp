@@ -53,7 +53,7 @@ void RoundMachine::start_round(double now) {
   if (elastic() && n > 1) {
     watch_.heartbeats = true;
     const auto& s = config_.settings;
-    watch_.monitor.emplace(s.keep_alive_interval_s, s.keep_alive_max_attempt, now);
+    watch_.monitor.emplace(s.keep_alive_interval.count(), s.keep_alive_max_attempt, now);
     watch_.next_beat_s = now;
     watch_.next_probe_s = now + watch_.monitor->check_period_s();
     watch_timer(now);
@@ -68,7 +68,7 @@ void RoundMachine::watch_timer(double now) {
         issue(Step::kBeat, KvBeat{keys_.heartbeat(f.round, f.slot)}, Group::kWatch);
         watch_.beat_outstanding = true;
       }
-      watch_.next_beat_s = now + config_.settings.keep_alive_interval_s;
+      watch_.next_beat_s = now + config_.settings.keep_alive_interval.count();
     }
     if (watch_.monitor && !watch_.declared_loss && now >= watch_.next_probe_s) {
       if (!watch_.probe_outstanding) {
@@ -152,7 +152,7 @@ void RoundMachine::round_state_read(double now) {
   const RoundSignal decided = decide_round_signal(watch_.seen);
   if (decided == RoundSignal::kNone) {
     // Nothing to act on yet (the wake-up raced the state it announces): look again shortly.
-    watch_.repoll_s = now + config_.settings.keep_alive_interval_s;
+    watch_.repoll_s = now + config_.settings.keep_alive_interval.count();
     return;
   }
   // Local worker state comes first: a local failure being reported, or workers that already
@@ -198,7 +198,7 @@ void RoundMachine::reform(double now) {
   cancel_group(Group::kReport);
   report_.reset();
   watch_ = Watch{};
-  join_.deadline_s = now + config_.settings.join_timeout_s;
+  join_.deadline_s = now + config_.settings.join_timeout.count();
   begin_join(now);
 }
 
@@ -238,7 +238,7 @@ void RoundMachine::on_running_reply(const Pending& pending, const KvResult& resu
       }
       notice("node_lost",
              "node " + who + " stopped beating its heartbeat for " +
-                 std::to_string(static_cast<int>(config_.settings.keep_alive_interval_s *
+                 std::to_string(static_cast<int>(config_.settings.keep_alive_interval.count() *
                                                  config_.settings.keep_alive_max_attempt)) +
                  " s: declared lost");
       return;

@@ -7,22 +7,19 @@
 #include <iterator>
 #include <string_view>
 
+#include "common/seconds.hpp"
 #include "rendezvous/round/round_info.hpp"
 
 namespace ddprun::rendezvous::round {
 namespace {
 
-double parse_seconds(const std::string& key, const std::string& text, bool zero_allowed = false) {
-  double value = 0;
-  const char* end = text.data() + text.size();
-  auto [ptr, ec] = std::from_chars(text.data(), end, value);
-  if (ec != std::errc{} || ptr != end || !std::isfinite(value) || value < 0 ||
-      (value == 0 && !zero_allowed) || value > 1e7) {
-    throw RdzvConfError(key, "'" + text + "' is not a number of seconds in range",
-                        zero_allowed ? "a number of seconds, 0 to 1e7"
-                                     : "a positive number of seconds, at most 1e7");
-  }
-  return value;
+common::Seconds parse_seconds(const std::string& key, const std::string& text,
+                              bool zero_allowed = false) {
+  const auto parsed = common::parse_seconds(text, zero_allowed);
+  if (const auto* seconds = std::get_if<common::Seconds>(&parsed))
+    return *seconds;
+  throw RdzvConfError(key, "'" + text + "' is not a number of seconds in range",
+                      common::seconds_expected(zero_allowed));
 }
 
 int parse_count(const std::string& key, const std::string& text) {
@@ -54,16 +51,16 @@ bool parse_bool(const std::string& key, const std::string& text) {
 // The keys whose values are seconds, and the setting each sets.
 struct SecondsKey {
   std::string_view key;
-  double RdzvSettings::*field;
+  common::Seconds RdzvSettings::*field;
   bool zero_allowed;
 };
 constexpr SecondsKey kSecondsKeys[] = {
-    {"join_timeout", &RdzvSettings::join_timeout_s, false},
-    {"last_call_timeout", &RdzvSettings::last_call_timeout_s, true},
-    {"close_timeout", &RdzvSettings::close_timeout_s, false},
-    {"keep_alive_interval", &RdzvSettings::keep_alive_interval_s, false},
-    {"heartbeat_timeout", &RdzvSettings::heartbeat_timeout_s, false},
-    {"read_timeout", &RdzvSettings::read_timeout_s, false},
+    {"join_timeout", &RdzvSettings::join_timeout, false},
+    {"last_call_timeout", &RdzvSettings::last_call_timeout, true},
+    {"close_timeout", &RdzvSettings::close_timeout, false},
+    {"keep_alive_interval", &RdzvSettings::keep_alive_interval, false},
+    {"heartbeat_timeout", &RdzvSettings::heartbeat_timeout, false},
+    {"read_timeout", &RdzvSettings::read_timeout, false},
 };
 
 }  // namespace

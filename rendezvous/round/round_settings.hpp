@@ -1,23 +1,25 @@
 #pragma once
 // The c10d --rdzv_conf keys with torchrun's defaults, read from LaunchConfig::rdzv_conf.
+// Durations are common::Seconds from here on.
 
 #include <map>
 #include <optional>
 #include <string>
 
+#include "common/seconds.hpp"
 #include "rendezvous/round/round_info.hpp"
 
 namespace ddprun::rendezvous::round {
 
 struct RdzvSettings {
-  double join_timeout_s = 600;
-  double last_call_timeout_s = 30;
-  double close_timeout_s = 30;
-  double keep_alive_interval_s = 5;
+  common::Seconds join_timeout{600};
+  common::Seconds last_call_timeout{30};
+  common::Seconds close_timeout{30};
+  common::Seconds keep_alive_interval{5};
   int keep_alive_max_attempt = 3;
-  double heartbeat_timeout_s = 5;  // how long one heartbeat write may take
-  double read_timeout_s = 60;      // store operations without their own limit
-  std::optional<bool> is_host;     // forced store-host role; unset: detect
+  common::Seconds heartbeat_timeout{5};  // how long one heartbeat write may take
+  common::Seconds read_timeout{60};      // store operations without their own limit
+  std::optional<bool> is_host;           // forced store-host role; unset: detect
 };
 
 // A --rdzv_conf value the protocol cannot take: which key, what is wrong, what is expected.

@@ -489,8 +489,8 @@ TEST_CASE("a list or mapping value wrapped whole in quotes is read without them,
   // The command line of the issue, as Python's subprocess.run hands it over.
   const auto conf =
       resolve({"--rdzv-conf='join_timeout=5,last_call_timeout=1,timeout=5'", "s.py"}).config;
-  CHECK(conf.rdzv_settings.join_timeout_s == 5);
-  CHECK(conf.rdzv_settings.last_call_timeout_s == 1);
+  CHECK(conf.rdzv_settings.join_timeout.count() == 5);
+  CHECK(conf.rdzv_settings.last_call_timeout.count() == 1);
   CHECK(conf.rdzv_conf.at("timeout") == "5");
   // Quotes inside the list are the value's own; '' is an empty list.
   CHECK(resolve({"--rdzv-conf", "a='1',b=2", "s.py"}).config.rdzv_conf.at("a") == "'1'");

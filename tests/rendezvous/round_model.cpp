@@ -66,12 +66,12 @@ World::World(const Scenario& scenario)
       config.self.rank_hint = i;
     }
     config.max_restarts = scenario.max_restarts;
-    config.settings.join_timeout_s = 60;
-    config.settings.last_call_timeout_s = 5;
-    config.settings.close_timeout_s = 10;
-    config.settings.keep_alive_interval_s = 4;
+    config.settings.join_timeout = ddprun::common::Seconds(60);
+    config.settings.last_call_timeout = ddprun::common::Seconds(5);
+    config.settings.close_timeout = ddprun::common::Seconds(10);
+    config.settings.keep_alive_interval = ddprun::common::Seconds(4);
     config.settings.keep_alive_max_attempt = 2;
-    config.settings.read_timeout_s = 30;
+    config.settings.read_timeout = ddprun::common::Seconds(30);
     config.exit_barrier_timeout_s = 30;
     config.where = "rendezvous 'job' at model";
     config.static_master_addr = "node0";

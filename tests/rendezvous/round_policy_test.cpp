@@ -1,19 +1,19 @@
 // The rendezvous decisions without sockets or clocks: join/close/last-call, heartbeat loss,
 // failure and wake-up decisions, records, rank assignment, settings, store-host choice.
 
-#include "rendezvous/round/heartbeat_monitor.hpp"
-#include "rendezvous/round/join_policy.hpp"
-#include "rendezvous/round/round_decisions.hpp"
-
 #include <catch2/catch.hpp>
 #include <variant>
 
 #include "rendezvous/backends/store_host.hpp"
+#include "rendezvous/round/heartbeat_monitor.hpp"
+#include "rendezvous/round/join_policy.hpp"
 #include "rendezvous/round/records.hpp"
+#include "rendezvous/round/round_decisions.hpp"
 #include "rendezvous/round/round_settings.hpp"
 
 using namespace ddprun::rendezvous::round;
 using namespace ddprun::rendezvous::backends;
+using ddprun::common::Seconds;
 
 namespace {
 
@@ -53,13 +53,13 @@ WorkerFailure failure(double timestamp, std::string host, int rank, int exit_cod
 
 // Field by field, so that a key read into the wrong field shows as the two fields it touched.
 void check_settings(const RdzvSettings& actual, const RdzvSettings& expected) {
-  CHECK(actual.join_timeout_s == expected.join_timeout_s);
-  CHECK(actual.last_call_timeout_s == expected.last_call_timeout_s);
-  CHECK(actual.close_timeout_s == expected.close_timeout_s);
-  CHECK(actual.keep_alive_interval_s == expected.keep_alive_interval_s);
+  CHECK(actual.join_timeout == expected.join_timeout);
+  CHECK(actual.last_call_timeout == expected.last_call_timeout);
+  CHECK(actual.close_timeout == expected.close_timeout);
+  CHECK(actual.keep_alive_interval == expected.keep_alive_interval);
   CHECK(actual.keep_alive_max_attempt == expected.keep_alive_max_attempt);
-  CHECK(actual.heartbeat_timeout_s == expected.heartbeat_timeout_s);
-  CHECK(actual.read_timeout_s == expected.read_timeout_s);
+  CHECK(actual.heartbeat_timeout == expected.heartbeat_timeout);
+  CHECK(actual.read_timeout == expected.read_timeout);
   CHECK(actual.is_host == expected.is_host);
 }
 
@@ -299,27 +299,28 @@ TEST_CASE("failure lines: root cause first, malformed lines skipped, count bound
 
 TEST_CASE("settings: torchrun's defaults, every key, bad values named") {
   SECTION("torchrun's defaults") {
-    check_settings(parse_rdzv_settings({}), {.join_timeout_s = 600,
-                                             .last_call_timeout_s = 30,
-                                             .close_timeout_s = 30,
-                                             .keep_alive_interval_s = 5,
+    check_settings(parse_rdzv_settings({}), {.join_timeout = Seconds(600),
+                                             .last_call_timeout = Seconds(30),
+                                             .close_timeout = Seconds(30),
+                                             .keep_alive_interval = Seconds(5),
                                              .keep_alive_max_attempt = 3,
-                                             .heartbeat_timeout_s = 5,
-                                             .read_timeout_s = 60,
+                                             .heartbeat_timeout = Seconds(5),
+                                             .read_timeout = Seconds(60),
                                              .is_host = std::nullopt});
   }
   SECTION("every key, unknown ones ignored") {
-    check_settings(parse_rdzv_settings({{"join_timeout", "7"},
-                                        {"last_call_timeout", "0"},
-                                        {"close_timeout", "2.5"},
-                                        {"keep_alive_interval", "0.2"},
-                                        {"keep_alive_max_attempt", "4"},
-                                        {"heartbeat_timeout", "1"},
-                                        {"read_timeout", "9"},
-                                        {"is_host", "yes"},
-                                        {"unknown_key", "whatever"}}),
-                   // The values above in RdzvSettings' field order, which the keys follow.
-                   {7, 0, 2.5, 0.2, 4, 1, 9, true});
+    check_settings(
+        parse_rdzv_settings({{"join_timeout", "7"},
+                             {"last_call_timeout", "0"},
+                             {"close_timeout", "2.5"},
+                             {"keep_alive_interval", "0.2"},
+                             {"keep_alive_max_attempt", "4"},
+                             {"heartbeat_timeout", "1"},
+                             {"read_timeout", "9"},
+                             {"is_host", "yes"},
+                             {"unknown_key", "whatever"}}),
+        // The values above in RdzvSettings' field order, which the keys follow.
+        {Seconds(7), Seconds(0), Seconds(2.5), Seconds(0.2), 4, Seconds(1), Seconds(9), true});
     CHECK(parse_rdzv_settings({{"is_host", "0"}}).is_host == false);
   }
   SECTION("bad values named") {

@@ -5,18 +5,12 @@
 #include <charconv>
 #include <stdexcept>
 
+#include "common/text.hpp"
+
 namespace ddprun::rendezvous::backends::etcd {
 namespace {
 
-std::string_view trim(std::string_view text) {
-  while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) {
-    text.remove_prefix(1);
-  }
-  while (!text.empty() && (text.back() == ' ' || text.back() == '\t')) {
-    text.remove_suffix(1);
-  }
-  return text;
-}
+using common::trim;
 
 std::uint16_t parse_port(std::string_view text, std::string_view entry) {
   unsigned value = 0;
