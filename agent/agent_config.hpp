@@ -90,7 +90,6 @@ struct WatchdogConfig {
 
 // How the run loop watches and stops the workers (agent/loop/).
 struct SupervisionConfig {
-  common::Seconds monitor_interval{0.1};
   common::Seconds shutdown_timeout{30};
   std::vector<int> signals_to_handle;  // beyond SIGTERM, SIGINT, SIGHUP and SIGQUIT
 };

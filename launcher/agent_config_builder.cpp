@@ -47,7 +47,6 @@ agent::AgentConfig build_agent_config(const LaunchConfig& config) {
 
   agent.watchdog.heartbeat_timeout = config.watchdog_timeout;
 
-  agent.supervision.monitor_interval = config.monitor_interval;
   agent.supervision.shutdown_timeout = config.shutdown_timeout;
   agent.supervision.signals_to_handle = config.signals_to_handle;
 

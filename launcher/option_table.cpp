@@ -71,9 +71,9 @@ constexpr std::array kOptions{
     OptionSpec{"max_restarts", "max-restarts", '\0', kValue, kRestarts, true, "N",
                "How often this node restarts the worker group after a failure. Default 0."},
     OptionSpec{"monitor_interval", "monitor-interval", '\0', kValue, kRestarts, true, "SECONDS",
-               "torchrun checks its workers this often. ddprun sees an exit at once; after a "
-               "failure it waits this long for more before stopping the other workers, so "
-               "failures of the same moment are all reported. Default 0.1."},
+               "torchrun checks its workers this often. No effect in ddprun, accepted for "
+               "torchrun's scripts: it sees each exit at once (SIGCHLD), stops the group at the "
+               "first failure and still reports every rank that failed on its own. Default 0.1."},
     OptionSpec{"signals_to_handle", "signals-to-handle", '\0', kList, kRestarts, true,
                "SIG[,SIG...]",
                "Signals forwarded to the workers before ddprun stops them. Default "

@@ -52,7 +52,6 @@ AgentLoop::AgentLoop(const AgentConfig& config, SignalChannel& signals, EventLog
       logs_(config.logs.log_dir),
       inherited_env_(current_process_env()),
       signal_fd_(io_, ::dup(signals.fd())),
-      failure_timer_(io_),
       kill_timer_(io_),
       reap_timer_(io_),
       close_timer_(io_),
@@ -181,11 +180,10 @@ void AgentLoop::start_workers(const RoundInfo& round) {
   watchdog_.group_gone();
   round_ = round;
   outcome_reported_ = false;
-  stopping_ = false;
+  stopping_ = Stopping::kNo;
   events_.record("round_formed", round);
   try {
-    group_.emplace(plan_workers(round), signals_.original_mask(),
-                   config_.supervision.monitor_interval);
+    group_.emplace(plan_workers(round), signals_.original_mask());
   } catch (const std::exception& error) {
     std::fprintf(stderr, "ddprun: cannot start the workers: %s\n", error.what());
     WorkerFailure failure;
@@ -219,9 +217,9 @@ void AgentLoop::start_workers(const RoundInfo& round) {
 }
 
 std::vector<WorkerFailure> AgentLoop::local_failures() const {
-  // Every failure here was observed within one failure window (torchrun's monitor check), so,
-  // as torchrun, they share the window's time and the root cause among them is the lowest rank;
-  // a worker's error file, when it has one, gives its own time.
+  // Every failure here is of one moment (the group stopped at the first), so, as failures of one
+  // torchrun monitor check, they share its time and the root cause among them is the lowest
+  // rank; a worker's error file, when it has one, gives its own time.
   double window_start = 0;
   for (const auto& worker : group_->workers()) {
     if (worker.exit && !worker.exit->succeeded() && !worker.stopped_by_agent &&
@@ -280,10 +278,9 @@ void AgentLoop::after_reap() {
   if (!group_) {
     return;
   }
-  if (stopping_) {
-    if (group_->all_exited()) {
-      workers_gone();
-    }
+  if (stopping_ != Stopping::kNo) {
+    if (group_->all_exited())
+      stopping_ == Stopping::kForRound ? workers_gone() : report_failures();
     return;
   }
   if (outcome_reported_) {
@@ -297,27 +294,23 @@ void AgentLoop::after_reap() {
       events_.record("workers_succeeded", {{"round", round_ ? round_->round : 0}});
       rendezvous_->driver().feed(round::WorkersSucceeded{});
       return;
-    case GroupState::kFailed: {
-      if (group_->gathering_failures()) {
-        // Other workers failing in the same moment are failures too (torchrun's monitor
-        // interval): look again when the window closes.
-        failure_timer_.expires_at(*group_->failure_window_end());
-        failure_timer_.async_wait([this](const boost::system::error_code& error) {
-          if (!error && group_) {
-            group_->reap();
-            watchdog_.worker_exited(group_->workers());
-            after_reap();
-          }
-        });
-        return;
-      }
-      outcome_reported_ = true;
-      std::vector<WorkerFailure> failures = local_failures();
-      report_local_failures(failures);
-      rendezvous_->driver().feed(round::WorkersFailed{std::move(failures)});
+    case GroupState::kFailed:
+      // The group stops at its first failure; a rank whose own exit says it failed before the
+      // stop reached it is still a failure (WorkerGroup::reap), so the round hears of every
+      // one once the group is down, within milliseconds when the others go on SIGTERM.
+      begin_stop(SIGTERM, Stopping::kAfterFailure);
       return;
-    }
   }
+}
+
+void AgentLoop::report_failures() {
+  outcome_reported_ = true;
+  stopping_ = Stopping::kNo;
+  kill_timer_.cancel();
+  reap_timer_.cancel();
+  std::vector<WorkerFailure> failures = local_failures();
+  report_local_failures(failures);
+  rendezvous_->driver().feed(round::WorkersFailed{std::move(failures)});
 }
 
 void AgentLoop::stop_workers(int signal) {
@@ -325,26 +318,30 @@ void AgentLoop::stop_workers(int signal) {
     workers_gone();
     return;
   }
-  stopping_ = true;
+  begin_stop(signal, Stopping::kForRound);
+}
+
+void AgentLoop::begin_stop(int signal, Stopping why) {
+  stopping_ = why;
   watchdog_.stop_watching();
   // The same signal first (a trainer snapshots on SIGTERM), SIGKILL after the timeout.
   group_->signal_all(signal);
   kill_timer_.expires_after(steady(config_.supervision.shutdown_timeout));
   kill_timer_.async_wait([this](const boost::system::error_code& error) {
-    if (error || !group_ || !stopping_) {
+    if (error || !group_ || stopping_ == Stopping::kNo) {
       return;
     }
     group_->kill_all();
     reap_timer_.expires_after(kReapAfterKillLimit);
     reap_timer_.async_wait([this](const boost::system::error_code& reap_error) {
-      if (reap_error || !group_ || !stopping_) {
+      if (reap_error || !group_ || stopping_ == Stopping::kNo) {
         return;
       }
       std::fprintf(stderr,
                    "ddprun: warning: some workers could not be reaped %lld s after SIGKILL "
                    "(uninterruptible sleep?); going on without them\n",
                    static_cast<long long>(kReapAfterKillLimit.count()));
-      workers_gone();
+      stopping_ == Stopping::kForRound ? workers_gone() : report_failures();
     });
   });
   after_reap();  // signal_all reaped: maybe every worker is gone already
@@ -353,14 +350,13 @@ void AgentLoop::stop_workers(int signal) {
 void AgentLoop::workers_gone() {
   kill_timer_.cancel();
   reap_timer_.cancel();
-  failure_timer_.cancel();
   if (group_) {
     group_->kill_all();  // grandchildren left in the workers' process groups go too
   }
   pump_fds_.clear();
   group_.reset();
   watchdog_.group_gone();
-  stopping_ = false;
+  stopping_ = Stopping::kNo;
   rendezvous_->driver().feed(round::WorkersStopped{});
 }
 

@@ -50,11 +50,17 @@ class AgentLoop final : public rendezvous::backends::RoundListener,
   void peers_captured_stacks() override;
 
  private:
+  // Why the group is being stopped: its own first failure (then the failures are reported once
+  // it is down), or the round's StopWorkers (then WorkersStopped is).
+  enum class Stopping { kNo, kAfterFailure, kForRound };
+
   void watch_signals();
   void on_signals();
   void watch_pump(std::size_t index);
   void after_reap();
   void workers_gone();
+  void begin_stop(int signal, Stopping why);
+  void report_failures();
   std::vector<WorkerLaunch> plan_workers(const RoundInfo& round);
   std::vector<WorkerLaunch> plan_launches(const RoundInfo& round,
                                           const std::string& attempt_dir) const;
@@ -83,8 +89,7 @@ class AgentLoop final : public rendezvous::backends::RoundListener,
   std::optional<RoundInfo> round_;
   std::vector<std::unique_ptr<boost::asio::posix::stream_descriptor>> pump_fds_;
   bool outcome_reported_ = false;  // WorkersSucceeded/WorkersFailed fed for this group
-  bool stopping_ = false;
-  boost::asio::steady_timer failure_timer_;
+  Stopping stopping_ = Stopping::kNo;
   boost::asio::steady_timer kill_timer_;
   boost::asio::steady_timer reap_timer_;
   boost::asio::steady_timer close_timer_;

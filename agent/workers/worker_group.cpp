@@ -67,10 +67,8 @@ double unix_time_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-WorkerGroup::WorkerGroup(const std::vector<WorkerLaunch>& launches, const sigset_t& child_mask,
-                         std::chrono::duration<double> failure_window)
-    : failure_window_(std::chrono::duration_cast<Clock::duration>(failure_window)),
-      console_(std::make_unique<Console>()) {
+WorkerGroup::WorkerGroup(const std::vector<WorkerLaunch>& launches, const sigset_t& child_mask)
+    : console_(std::make_unique<Console>()) {
   workers_.reserve(launches.size());
   pumps_.reserve(launches.size() * 2);
   try {
@@ -152,9 +150,7 @@ void WorkerGroup::reap() {
     if (rc == worker.pid) {
       worker.exit = worker_exit_from_wait_status(status);
       worker.exit_time_s = unix_time_now();
-      worker.stopped_by_agent = stopping_;
-      if (!worker.exit->succeeded() && !stopping_ && !failure_window_end_)
-        failure_window_end_ = Clock::now() + failure_window_;
+      worker.stopped_by_agent = stopping_ && ended_by_stop(*worker.exit);
     } else if (rc < 0 && errno == ECHILD) {
       worker.exit = WorkerExit{-SIGKILL};  // reaped elsewhere: treat as lost
       worker.exit_time_s = unix_time_now();
@@ -172,17 +168,19 @@ void WorkerGroup::finish_output_if_done() {
   output_finished_ = true;
 }
 
-bool WorkerGroup::gathering_failures() const {
-  return failure_window_end_ && !stopping_ && !all_exited() && Clock::now() < *failure_window_end_;
-}
-
 void WorkerGroup::signal_all(int sig) {
   reap();  // before stopping_: a worker that exited already did so on its own
   stopping_ = true;
+  stop_signal_ = sig;
   for (const auto& worker : workers_) {
     if (!worker.exit)
       signal_worker_group(worker.pid, sig);
   }
+}
+
+bool WorkerGroup::ended_by_stop(const WorkerExit& exit) const {
+  return exit.succeeded() || exit.exit_code == -stop_signal_ || exit.exit_code == -SIGKILL ||
+         exit.exit_code == 128 + stop_signal_;
 }
 
 void WorkerGroup::kill_all() {

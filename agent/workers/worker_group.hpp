@@ -6,9 +6,9 @@
 // readable, and times the SIGKILL after the shutdown timeout. The destructor kills what still
 // runs (bounded).
 //
-// Failures are gathered as torchrun's monitor loop does: once a worker fails, the others that
-// fail within the failure window (torchrun: one --monitor-interval) are failures too, rather
-// than workers the agent stopped, so the failure table lists them all.
+// After signal_all, an exit is the stop's doing only when the stop's signal (or SIGKILL) ended
+// the worker, or it exited 128 + that signal as a shell does; any other failure is the worker's
+// own, reached before the stop did, and the failure table lists it.
 
 #include <signal.h>
 #include <sys/types.h>
@@ -39,10 +39,6 @@ struct WorkerLaunch {
   int heartbeat_fd = -1;          // --watchdog-timeout: the write end of its heartbeat pipe
 };
 
-// torchrun's default --monitor-interval: how long the group keeps collecting failures after the
-// first one before wait() returns it.
-inline constexpr std::chrono::milliseconds kDefaultFailureWindow{100};
-
 struct WorkerRecord {
   int local_rank = 0;
   int global_rank = 0;
@@ -50,7 +46,7 @@ struct WorkerRecord {
   std::string error_file;
   std::optional<WorkerExit> exit;  // set once reaped
   double exit_time_s = 0;          // unix seconds when the exit was observed
-  bool stopped_by_agent = false;   // exited after the agent began stopping the group
+  bool stopped_by_agent = false;   // ended by the agent's stop (see above)
 };
 
 class WorkerGroup {
@@ -59,9 +55,8 @@ class WorkerGroup {
 
   // Starts every worker at once. Throws std::runtime_error (already started ones are killed).
   // child_mask: the signal mask workers start with (the agent's before it blocked the signals
-  // its event loop reads). failure_window: the run loop passes --monitor-interval.
-  WorkerGroup(const std::vector<WorkerLaunch>& launches, const sigset_t& child_mask,
-              std::chrono::duration<double> failure_window = kDefaultFailureWindow);
+  // its event loop reads).
+  WorkerGroup(const std::vector<WorkerLaunch>& launches, const sigset_t& child_mask);
   ~WorkerGroup();
   WorkerGroup(const WorkerGroup&) = delete;
   WorkerGroup& operator=(const WorkerGroup&) = delete;
@@ -73,13 +68,8 @@ class WorkerGroup {
   bool all_exited() const;
   const std::vector<WorkerRecord>& workers() const { return workers_; }
 
-  // Once a worker failed, the others that fail within the failure window count as failures
-  // too: act on a failed state only when this is false (re-check at failure_window_end()).
-  bool gathering_failures() const;
-  std::optional<Clock::time_point> failure_window_end() const { return failure_window_end_; }
-
-  // Sends sig to every live worker's process group; exits from now on count as stopped by the
-  // agent. Workers that had exited before the signal went out are not marked so.
+  // Sends sig to every live worker's process group; exits by it from now on count as stopped by
+  // the agent. Workers that had exited before the signal went out are not marked so.
   void signal_all(int sig);
   // SIGKILL to every worker's process group, exited ones too: grandchildren left behind go.
   void kill_all();
@@ -95,14 +85,14 @@ class WorkerGroup {
   int duplicate_fd(const std::string& path);
   void finish_output_if_done();
   void kill_and_reap_bounded();
+  bool ended_by_stop(const WorkerExit& exit) const;
 
-  Clock::duration failure_window_;
   std::unique_ptr<Console> console_;  // before pumps_: the pumps write through it
   std::vector<std::pair<std::string, OwnedFd>> duplicate_files_;  // path, O_APPEND fd
   std::vector<WorkerRecord> workers_;
   std::vector<OutputPump> pumps_;
-  std::optional<Clock::time_point> failure_window_end_;  // set at the first failure
   bool stopping_ = false;
+  int stop_signal_ = SIGTERM;
   bool output_finished_ = false;
 };
 

@@ -247,7 +247,9 @@ inline std::string write_two_failing_ranks_script(const TempDir& dir, const std:
              "  1) echo x > " +
                  fifo +
                  "; exit 3;;\n"
-                 "  2) read x < " +
+                 // Rank 2 ignores the stop's SIGTERM: its exit 4 is its own however the stop
+                 // and the hand-off interleave.
+                 "  2) trap '' TERM; read x < " +
                  fifo +
                  "; exit 4;;\n"
                  "  *) exec sleep 60;;\n"

@@ -160,7 +160,8 @@ TEST_CASE("several ranks fail at once: torchrun 2.13's table, entry point as giv
   TempDir dir;
   const std::string fifo = dir / "handoff";
   // Local ranks 1 and 2 fail within moments of each other (a FIFO hand-off); rank 0 runs on
-  // until it is stopped. --monitor-interval 3: both failures fall in one of torchrun's checks.
+  // until it is stopped. --monitor-interval 3: both failures fall in one of torchrun's checks
+  // (ddprun ignores it: it stops the group at once and lists rank 2, whose exit is its own).
   const std::string as_given = write_two_failing_ranks_script(dir, fifo);
   auto run = [&](const std::vector<std::string>& launcher, const std::string& tag) {
     REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);

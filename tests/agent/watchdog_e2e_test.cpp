@@ -6,7 +6,9 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "agent/watchdog/hang_responder.hpp"
 #include "events_file.hpp"
+#include "rendezvous/round/machine_config.hpp"
 #include "watchdog_support.hpp"
 
 using namespace ddprun::agent::e2e;
@@ -122,7 +124,9 @@ dist.destroy_process_group()
   CHECK(rank["cause"] == "timer_expired");
   CHECK(rank["signal"] == SIGKILL);
 
-  // Within 3 s of the expiry (2 s after entering the scope): stacks captured, reported, killed.
+  // Killed within the watchdog's own bounds of the expiry (2 s after entering the scope): this
+  // node's capture (kHangCaptureLimit), then the other node's (peer_stacks_wait_s). Both are
+  // about a second on an idle machine; the figure is recorded, the bound is what is promised.
   const double entered = std::stod(read_file(dir / "enter-1"));
   const auto failures = events_named(dir / ("events-" + hung_node), "failure");
   REQUIRE(!failures.empty());
@@ -130,7 +134,9 @@ dist.destroy_process_group()
   const double killed = failures.front()["time"].get<double>() - (entered + 2.0);
   record("file timer: expiry -> hang reported " + std::to_string(reported) +
          " s, -> kill observed " + std::to_string(killed) + " s");
-  CHECK(killed < 3.0);
+  const double bound = std::chrono::duration<double>(ddprun::agent::kHangCaptureLimit).count() +
+                       ddprun::rendezvous::round::MachineConfig{}.peer_stacks_wait_s;
+  CHECK(killed < bound);
   CHECK(failures.front()["exit_code"] == -SIGKILL);
 
   // The stacks of every local rank, and the sleeping rank's names the frame it sleeps in.
