@@ -37,13 +37,7 @@ agent::AgentConfig build_agent_config(const LaunchConfig& config) {
   workers.numa_cpus = config.numa_cpus;
   workers.signals_to_handle_text = config.signals_to_handle_text;
 
-  agent::LogConfig& logs = agent.logs;
-  logs.log_dir = config.log_dir;
-  logs.redirects = config.redirects;
-  logs.tee = config.tee;
-  logs.local_ranks_filter = config.local_ranks_filter;
-  logs.duplicate_stdout_filters = config.duplicate_stdout_filters;
-  logs.duplicate_stderr_filters = config.duplicate_stderr_filters;
+  agent.logs = config.logs;
 
   agent.watchdog.heartbeat_timeout = config.watchdog_timeout;
 

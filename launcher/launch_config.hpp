@@ -56,13 +56,9 @@ struct LaunchConfig {
   std::string signals_to_handle_text = "SIGTERM,SIGINT,SIGHUP,SIGQUIT";
   bool virtual_local_rank = false;  // LOCAL_RANK=0, CUDA_VISIBLE_DEVICES=<the worker's GPU>
 
-  // Logs.
-  std::optional<std::string> log_dir;
-  StdStreams redirects;
-  StdStreams tee;
-  std::vector<int> local_ranks_filter;  // empty: every local rank is shown
-  std::vector<std::string> duplicate_stdout_filters;
-  std::vector<std::string> duplicate_stderr_filters;
+  // Logs: --log-dir, --redirects, --tee, --local-ranks-filter, --duplicate-*-filters, as the
+  // agent reads them.
+  agent::LogConfig logs;
   std::string event_log_handler = "null";
   std::optional<std::string> logs_specs;
   std::optional<std::string> numa_binding;  // node|socket|exclusive|core-complex

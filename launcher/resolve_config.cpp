@@ -341,31 +341,32 @@ ResolvedLaunch resolve_launch(const ParsedCommandLine& parsed, const Environment
 
   // Logs.
   if (auto v = values.get("log_dir"); v && !v->text.empty())
-    config.log_dir = v->text;
+    config.logs.log_dir = v->text;
   if (auto v = values.get("redirects")) {
-    config.redirects = parse_std_streams(v->text, label("redirects", *v));
+    config.logs.redirects = parse_std_streams(v->text, label("redirects", *v));
   }
   if (auto v = values.get("tee"))
-    config.tee = parse_std_streams(v->text, label("tee", *v));
+    config.logs.tee = parse_std_streams(v->text, label("tee", *v));
   if (auto v = values.get("local_ranks_filter")) {
-    config.local_ranks_filter = parse_local_ranks(v->text, label("local_ranks_filter", *v));
+    config.logs.local_ranks_filter = parse_local_ranks(v->text, label("local_ranks_filter", *v));
   }
   for (const auto& [dest, filters, bit, stream] :
-       {std::tuple{"duplicate_stdout_filters", &config.duplicate_stdout_filters, 1, "stdout"},
-        std::tuple{"duplicate_stderr_filters", &config.duplicate_stderr_filters, 2, "stderr"}}) {
+       {std::tuple{"duplicate_stdout_filters", &config.logs.duplicate_stdout_filters, 1, "stdout"},
+        std::tuple{"duplicate_stderr_filters", &config.logs.duplicate_stderr_filters, 2,
+                   "stderr"}}) {
     auto v = values.get(dest);
     if (!v)
       continue;
     *filters = parse_filter_list(v->text);
     if (filters->empty())
       continue;
-    if (config.log_dir && *config.log_dir == "/dev/null") {
+    if (config.logs.log_dir && *config.logs.log_dir == "/dev/null") {
       throw UsageError(label(dest, *v),
                        cat("copies lines to <log dir>/<run>/attempt_<n>/filtered_", stream,
                            ".log, but --log-dir /dev/null turns log files off"),
                        cat("a --log-dir that is a directory, or no ", label(dest, *v)));
     }
-    if (!tees_stream(config.tee, config.nproc_per_node, bit)) {
+    if (!tees_stream(config.logs.tee, config.nproc_per_node, bit)) {
       resolved.warnings.push_back(cat(label(dest, *v), " copies lines of --tee'd ", stream,
                                       " only, and --tee does not include ", stream,
                                       ": nothing will be copied"));

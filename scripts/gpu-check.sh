@@ -34,6 +34,8 @@ prepare() {
   mkdir -p "$deps/include" "$deps/$multiarch/cmake" "$deps/share/cmake"
   cp -r /usr/include/yaml-cpp /usr/include/nlohmann /usr/include/gloo "$deps/include/"
   cp -a /usr/$multiarch/libyaml-cpp.so* "$deps/$multiarch/"
+  cp /usr/include/zlib.h /usr/include/zconf.h "$deps/include/"
+  cp -a /usr/$multiarch/libz.so* "$deps/$multiarch/"
   cp -r /usr/$multiarch/cmake/yaml-cpp "$deps/$multiarch/cmake/"
   cp -r /usr/share/cmake/nlohmann_json "$deps/share/cmake/"
   echo "gpu-check: prepared $deps ($(du -sh "$deps" | cut -f1)) for a GPU machine"

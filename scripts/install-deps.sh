@@ -22,8 +22,9 @@ PACKAGES=(
   elfutils
   # tests: Debian's torch 1.13 is the old-protocol (G0) TCPStore client
   catch2 python3-torch python3-venv procps iproute2 psmisc
-  # worker runtime: Gloo's headers (pip wheels of torch do not ship them), fast BLAS, YAML configs
-  libgloo-dev libopenblas0-openmp libyaml-cpp-dev
+  # worker runtime: Gloo's headers (pip wheels of torch do not ship them), fast BLAS, YAML configs,
+  # zlib's crc32 for the snapshots' checksums
+  libgloo-dev libopenblas0-openmp libyaml-cpp-dev zlib1g-dev
   # Slurm integration tests
   slurm-wlm munge
 )

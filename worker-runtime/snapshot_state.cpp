@@ -326,20 +326,18 @@ SnapshotParts make_snapshot(const GptImpl& model, FusedAdamW& optimizer,
   return {snapshot, encode_resume_record({position, static_cast<const ModelDims&>(model.shape())})};
 }
 
-RestoredSnapshot restore_snapshot(const SnapshotFile& snapshot, const std::string& path,
-                                  GptImpl& model, FusedAdamW& optimizer,
-                                  const ParameterGroups& groups) {
-  const SnapshotReader read(path);
-  const auto top = read.dict(snapshot.content, "the top level");
+namespace {
+
+// The position to resume from, after the model's dimensions are checked against this run's, so
+// that a snapshot of another configuration is named as such.
+RestoredSnapshot read_position(const SnapshotFile& snapshot, const SnapshotReader& read,
+                               const Dict& top, const Dict& model_state, const GptImpl& model) {
   RestoredSnapshot restored;
   restored.position.finished_epoch =
       read.integer(read.field(top, "finished_epoch", ""), "finished_epoch");
   if (restored.position.finished_epoch < 0) {
     read.fail("finished_epoch is negative");
   }
-  const auto model_state = read.dict(read.field(top, "model_state", ""), "model_state");
-
-  // The model's dimensions first, so a snapshot of another configuration is named as such.
   const auto ours = static_cast<const ModelDims&>(model.shape());
   const auto require_dims = [&](const ModelDims& theirs, const ModelDims& expected) {
     if (theirs != expected) {
@@ -364,9 +362,14 @@ RestoredSnapshot restore_snapshot(const SnapshotFile& snapshot, const std::strin
     compared.n_head = 0;  // a state_dict does not reveal it
     require_dims(*theirs, compared);
   }
+  return restored;
+}
 
-  // Model: strict, like load_state_dict(strict=True).
-  std::vector<std::pair<torch::Tensor, torch::Tensor>> copies;
+using TensorCopies = std::vector<std::pair<torch::Tensor, torch::Tensor>>;
+
+// The model's tensors, strict like load_state_dict(strict=True): target and source pairs.
+TensorCopies read_model_state(const SnapshotReader& read, const Dict& model_state, GptImpl& model) {
+  TensorCopies copies;
   size_t expected_entries = 0;
   auto collect = [&](const std::string& name, const torch::Tensor& target) {
     ++expected_entries;
@@ -387,20 +390,25 @@ RestoredSnapshot restore_snapshot(const SnapshotFile& snapshot, const std::strin
     read.fail("model_state has " + std::to_string(model_state.size()) + " entries, this model " +
               std::to_string(expected_entries) + " (unexpected keys; strict loading refuses them)");
   }
+  return copies;
+}
 
-  // Optimizer: PyTorch's layout. As in AdamW.load_state_dict, each group's `params` lists the
-  // state indices of that group's parameters in order (decay names, then no-decay names).
-  const auto optimizer_state = read.dict(read.field(top, "optimizer_state", ""), "optimizer_state");
-  const auto state =
-      read.dict(read.field(optimizer_state, "state", "optimizer_state."), "optimizer_state.state");
+// The optimizer's two groups as PyTorch lays them out: each group's `params` lists the state
+// indices of that group's parameters in order (decay names, then no-decay names), as in
+// AdamW.load_state_dict.
+struct OptimizerGroups {
+  std::map<int64_t, std::pair<std::string, size_t>> name_of_index;  // -> name, group
+  std::vector<GroupSettings> settings;
+};
+
+OptimizerGroups read_param_groups(const SnapshotReader& read, const Dict& optimizer_state,
+                                  const ParameterGroups& groups) {
   const auto& groups_value = read.field(optimizer_state, "param_groups", "optimizer_state.");
   if (!groups_value.isList() || groups_value.toListRef().size() != 2) {
     read.fail("optimizer_state.param_groups is not a list of two groups (decay, no decay)");
   }
-  const auto named = parameters_by_name(model);
   const std::vector<const std::vector<std::string>*> ordered{&groups.decay, &groups.no_decay};
-  std::map<int64_t, std::pair<std::string, size_t>> name_of_index;  // -> name, group
-  std::vector<GroupSettings> settings;
+  OptimizerGroups out;
   for (size_t g = 0; g < 2; ++g) {
     const auto where = "optimizer_state.param_groups[" + std::to_string(g) + "].";
     const auto group = read.dict(groups_value.toListRef()[g], where.substr(0, where.size() - 1));
@@ -412,23 +420,31 @@ RestoredSnapshot restore_snapshot(const SnapshotFile& snapshot, const std::strin
     }
     for (size_t k = 0; k < names.size(); ++k) {
       const auto index = read.integer(params.toListRef()[k], where + "params[i]");
-      if (!name_of_index.emplace(index, std::pair{names[k], g}).second) {
+      if (!out.name_of_index.emplace(index, std::pair{names[k], g}).second) {
         read.fail("optimizer state index " + std::to_string(index) + " is listed twice");
       }
     }
-    settings.push_back(read_group_settings(group, where, read));
+    out.settings.push_back(read_group_settings(group, where, read));
   }
-  std::vector<std::pair<void*, std::unique_ptr<torch::optim::AdamWParamState>>> states;
+  return out;
+}
+
+using ParamStates = std::vector<std::pair<void*, std::unique_ptr<torch::optim::AdamWParamState>>>;
+
+// Each parameter's AdamW state, keyed as LibTorch's optimizer keys it.
+ParamStates read_param_states(const SnapshotReader& read, const Dict& state,
+                              const OptimizerGroups& groups, GptImpl& model) {
+  const auto named = parameters_by_name(model);
+  ParamStates states;
   std::unordered_set<const void*> taken;
   for (const auto& entry : state) {
     const auto index = read.integer(entry.key(), "an optimizer state index");
-    const auto name_it = name_of_index.find(index);
-    if (name_it == name_of_index.end()) {
+    const auto name_it = groups.name_of_index.find(index);
+    if (name_it == groups.name_of_index.end()) {
       read.fail("optimizer state index " + std::to_string(index) + " is in no param_group");
     }
     const auto& [name, group_index] = name_it->second;
     const auto& param = named.at(name);
-    const bool amsgrad = settings[group_index].amsgrad;
     const auto where = "optimizer_state.state[" + std::to_string(index) + "]";
     const auto slot = read.dict(entry.value(), where);
     auto load = [&](const char* key) {
@@ -445,15 +461,33 @@ RestoredSnapshot restore_snapshot(const SnapshotFile& snapshot, const std::strin
     s->step(step);
     s->exp_avg(load("exp_avg"));
     s->exp_avg_sq(load("exp_avg_sq"));
-    if (amsgrad) {
+    if (groups.settings[group_index].amsgrad) {
       s->max_exp_avg_sq(load("max_exp_avg_sq"));
     }
     states.emplace_back(state_key(param), std::move(s));
   }
+  return states;
+}
+
+}  // namespace
+
+RestoredSnapshot restore_snapshot(const SnapshotFile& snapshot, const std::string& path,
+                                  GptImpl& model, FusedAdamW& optimizer,
+                                  const ParameterGroups& groups) {
+  const SnapshotReader read(path);
+  const auto top = read.dict(snapshot.content, "the top level");
+  const auto model_state = read.dict(read.field(top, "model_state", ""), "model_state");
+  RestoredSnapshot restored = read_position(snapshot, read, top, model_state, model);
+  const TensorCopies copies = read_model_state(read, model_state, model);
+  const auto optimizer_state = read.dict(read.field(top, "optimizer_state", ""), "optimizer_state");
+  const auto state =
+      read.dict(read.field(optimizer_state, "state", "optimizer_state."), "optimizer_state.state");
+  const OptimizerGroups optimizer_groups = read_param_groups(read, optimizer_state, groups);
+  ParamStates states = read_param_states(read, state, optimizer_groups, model);
 
   // Everything checked: now change the model and optimizer.
   torch::NoGradGuard no_grad;
-  for (auto& [target, source] : copies) {
+  for (const auto& [target, source] : copies) {
     target.copy_(source);
   }
   optimizer.state().clear();
@@ -463,12 +497,12 @@ RestoredSnapshot restore_snapshot(const SnapshotFile& snapshot, const std::strin
   }
   for (size_t g = 0; g < 2; ++g) {
     auto& options = static_cast<torch::optim::AdamWOptions&>(optimizer.param_groups()[g].options());
-    const auto& s = settings[g];
+    const auto& s = optimizer_groups.settings[g];
     options.lr(s.lr).betas({s.betas.first, s.betas.second}).eps(s.eps);
     options.weight_decay(s.weight_decay).amsgrad(s.amsgrad);
   }
-  restored.learning_rate = settings[0].lr;
-  restored.weight_decay = settings[0].weight_decay;
+  restored.learning_rate = optimizer_groups.settings[0].lr;
+  restored.weight_decay = optimizer_groups.settings[0].weight_decay;
   return restored;
 }
 

@@ -472,53 +472,62 @@ class Unpickler {
     push(std::move(*global));
   }
 
-  void step(Op op) {
+  // Protocol, framing and the stack's own operations. False: not an opcode of this kind.
+  bool control(Op op) {
     switch (op) {
       case Op::kProto: {
         const auto version = read_u8();
         if (version > kHighestProtocol) {
           fail("pickle protocol " + std::to_string(version) + " is newer than 5");
         }
-        return;
+        return true;
       }
       case Op::kFrame:
         read_le(8);  // framing is only a read-ahead hint
-        return;
+        return true;
       case Op::kMark:
         if (marks_.size() >= kMaxPickleMarks) {
           fail("more than " + std::to_string(kMaxPickleMarks) + " open MARKs");
         }
         marks_.push_back(stack_.size());
-        return;
+        return true;
       case Op::kPop:
         pop();
-        return;
+        return true;
       case Op::kPopMark:
         pop_to_mark();
-        return;
+        return true;
       case Op::kDup: {
         Item copy = top();
         push(std::move(copy));
-        return;
+        return true;
       }
+      default:
+        return false;
+    }
+  }
+
+  // None, booleans, integers, floats, strings. False: not an opcode of this kind.
+  bool push_scalar(Op op) {
+    switch (op) {
       case Op::kNone:
         push(c10::IValue());
-        return;
+        return true;
       case Op::kNewTrue:
         push(c10::IValue(true));
-        return;
+        return true;
       case Op::kNewFalse:
         push(c10::IValue(false));
-        return;
+        return true;
       case Op::kBinInt:
         push(c10::IValue(static_cast<int64_t>(static_cast<int32_t>(read_le(4)))));
-        return;
+        return true;
       case Op::kBinInt1:
         push(c10::IValue(static_cast<int64_t>(read_le(1))));
-        return;
+        return true;
       case Op::kBinInt2:
         push(c10::IValue(static_cast<int64_t>(read_le(2))));
-        return;
+        return true;
       case Op::kLong1: {
         const auto width = read_u8();
         if (width > 8) {
@@ -529,7 +538,7 @@ class Unpickler {
           raw |= ~uint64_t{0} << (8 * width);  // sign-extend two's complement
         }
         push(c10::IValue(static_cast<int64_t>(raw)));
-        return;
+        return true;
       }
       case Op::kBinFloat: {
         const auto raw = take(8);
@@ -538,29 +547,37 @@ class Unpickler {
           bits = (bits << 8) | static_cast<uint8_t>(c);  // big-endian
         }
         push(c10::IValue(std::bit_cast<double>(bits)));
-        return;
+        return true;
       }
       case Op::kShortBinUnicode:
         push(c10::IValue(std::string(take(read_le(1)))));
-        return;
+        return true;
       case Op::kBinUnicode:
         push(c10::IValue(std::string(take(read_le(4)))));
-        return;
+        return true;
       case Op::kBinUnicode8:
         push(c10::IValue(std::string(take(read_le(8)))));
-        return;
+        return true;
+      default:
+        return false;
+    }
+  }
+
+  // Dicts, lists and tuples, and what fills them. False: not an opcode of this kind.
+  bool build_container(Op op) {
+    switch (op) {
       case Op::kEmptyDict:
         push(new_dict());
-        return;
+        return true;
       case Op::kEmptyList:
         push(new_list());
-        return;
+        return true;
       case Op::kEmptyTuple:
         push(make_tuple({}));
-        return;
+        return true;
       case Op::kTuple:
         push(make_tuple(pop_to_mark()));
-        return;
+        return true;
       case Op::kTuple1:
       case Op::kTuple2:
       case Op::kTuple3: {
@@ -570,81 +587,98 @@ class Unpickler {
           items[k] = pop();
         }
         push(make_tuple(std::move(items)));
-        return;
+        return true;
       }
       case Op::kList: {
         auto items = pop_to_mark();
         Item list = new_list();
         append_items(list, items);
         push(std::move(list));
-        return;
+        return true;
       }
       case Op::kDict: {
         auto items = pop_to_mark();
         Item dict = new_dict();
         set_items(dict, items, 0);
         push(std::move(dict));
-        return;
+        return true;
       }
       case Op::kAppend: {
         std::vector<Item> items;
         items.push_back(pop());
         append_items(top(), items);
-        return;
+        return true;
       }
       case Op::kAppends: {
         auto items = pop_to_mark();
         append_items(top(), items);
-        return;
+        return true;
       }
       case Op::kSetItem: {
         std::vector<Item> items(2);
         items[1] = pop();
         items[0] = pop();
         set_items(top(), items, 0);
-        return;
+        return true;
       }
       case Op::kSetItems: {
         auto items = pop_to_mark();
         set_items(top(), items, 0);
-        return;
+        return true;
       }
+      default:
+        return false;
+    }
+  }
+
+  // The memo: PUT and GET. False: not an opcode of this kind.
+  bool use_memo(Op op) {
+    switch (op) {
       case Op::kBinPut:
         memo_put(read_le(1), top());
-        return;
+        return true;
       case Op::kLongBinPut:
         memo_put(read_le(4), top());
-        return;
+        return true;
       case Op::kMemoize:
         memo_put(memo_.size(), top());
-        return;
+        return true;
       case Op::kBinGet:
         push(memo_get(read_le(1)));
-        return;
+        return true;
       case Op::kLongBinGet:
         push(memo_get(read_le(4)));
-        return;
+        return true;
+      default:
+        return false;
+    }
+  }
+
+  // Globals, REDUCE, persistent ids (the tensors' storages) and BUILD. False: not an opcode of this
+  // kind.
+  bool call_object(Op op) {
+    switch (op) {
       case Op::kGlobal: {
         const auto module = read_line();
         const auto name = read_line();
         push_global(module, name);
-        return;
+        return true;
       }
       case Op::kStackGlobal: {
         const auto name = string_of(pop(), "STACK_GLOBAL's name");
         const auto module = string_of(pop(), "STACK_GLOBAL's module");
         push_global(module, name);
-        return;
+        return true;
       }
       case Op::kReduce: {
         auto arguments = pop();
         auto callable = pop();
         push(reduce(callable, arguments));
-        return;
+        return true;
       }
       case Op::kBinPersId:
         push(persistent_load(pop()));
-        return;
+        return true;
       case Op::kBuild: {
         // OrderedDict.__reduce__ carries instance attributes (a state_dict's _metadata, the
         // modules' versions) as BUILD's state; LibTorch has no use for them.
@@ -653,11 +687,17 @@ class Unpickler {
         if (target == nullptr || !target->isGenericDict()) {
           fail("BUILD sets the state of something other than a dict");
         }
-        return;
+        return true;
       }
-      case Op::kStop:
-        break;  // handled by run()
+      default:
+        return false;
     }
+  }
+
+  void step(Op op) {
+    // STOP is handled by run().
+    if (control(op) || push_scalar(op) || build_container(op) || use_memo(op) || call_object(op))
+      return;
     char hex[8];
     std::snprintf(hex, sizeof hex, "0x%02x", static_cast<unsigned>(op));
     fail(std::string("unsupported pickle opcode ") + hex +

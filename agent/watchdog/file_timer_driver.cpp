@@ -33,10 +33,10 @@ void FileTimerDriver::start(const std::vector<WatchedWorker>& workers) {
 }
 
 void FileTimerDriver::forget_worker(pid_t pid) {
-  if (!server_)
-    return;
-  server_->forget_worker(pid);
-  if (fifo_wait_)
+  if (server_)
+    server_->forget_worker(pid);
+  // Its timers may have held the next deadline; only while the FIFO is watched.
+  if (server_ && fifo_wait_)
     arm_deadline();
 }
 

@@ -396,7 +396,7 @@ TEST_CASE("--virtual-local-rank needs a CUDA_VISIBLE_DEVICES entry per worker, i
 
 TEST_CASE("--duplicate-*-filters copy tee'd streams into log files") {
   const auto teed = resolve({"--tee", "1", "--duplicate-stdout-filters", "loss", "s.py"});
-  CHECK(teed.config.duplicate_stdout_filters == std::vector<std::string>{"loss"});
+  CHECK(teed.config.logs.duplicate_stdout_filters == std::vector<std::string>{"loss"});
   CHECK(teed.warnings.empty());
   // torchrun copies only what it tails: without --tee nothing would ever be copied.
   const auto untouched = resolve({"--tee", "1", "--duplicate-stderr-filters", "warn", "s.py"});
@@ -494,7 +494,7 @@ TEST_CASE("a list or mapping value wrapped whole in quotes is read without them,
   CHECK(conf.rdzv_conf.at("timeout") == "5");
   // Quotes inside the list are the value's own; '' is an empty list.
   CHECK(resolve({"--rdzv-conf", "a='1',b=2", "s.py"}).config.rdzv_conf.at("a") == "'1'");
-  CHECK(resolve({"--local-ranks-filter", "''", "s.py"}).config.local_ranks_filter.empty());
+  CHECK(resolve({"--local-ranks-filter", "''", "s.py"}).config.logs.local_ranks_filter.empty());
 }
 
 TEST_CASE("anything but a whole quoted list keeps the strict checks and their messages") {

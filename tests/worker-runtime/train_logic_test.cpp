@@ -11,7 +11,6 @@
 #include "atomic_file.hpp"
 #include "bucket_plan.hpp"
 #include "char_corpus.hpp"
-#include "crc32.hpp"
 #include "device_agreement.hpp"
 #include "distributed_sampler.hpp"
 #include "precision.hpp"
@@ -287,14 +286,6 @@ TEST_CASE("the resume record round-trips and refuses what is not one", "[snapsho
   CHECK_THROWS_WITH(decode_resume_record(text), Contains("'world_size' is 0, below 1"));
   CHECK_THROWS_WITH(decode_resume_record(std::string(kMaxResumeRecordBytes + 1, ' ')),
                     Contains("more than"));
-}
-
-TEST_CASE("CRC-32 is zip's", "[snapshot]") {
-  CHECK(crc32_update(0, "123456789", 9) == 0xCBF43926u);  // the standard check value
-  const std::string long_text(1000, 'x');
-  // Split anywhere, the running CRC is the same as in one piece.
-  CHECK(crc32_update(crc32_update(0, long_text.data(), 333), long_text.data() + 333, 667) ==
-        crc32_update(0, long_text.data(), long_text.size()));
 }
 
 namespace {
