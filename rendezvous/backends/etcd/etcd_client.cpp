@@ -51,7 +51,7 @@ struct EtcdClient::Call {
 EtcdClient::EtcdClient(boost::asio::io_context& io, EtcdOptions options)
     : io_(io),
       options_(std::move(options)),
-      tls_(options_.tls.enabled ? make_tls_context(options_.tls) : nullptr),
+      tls_(options_.tls.enabled ? TlsContext::create(options_.tls) : nullptr),
       idle_(options_.endpoints.size()) {}
 
 EtcdClient::~EtcdClient() {

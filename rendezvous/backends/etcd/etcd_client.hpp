@@ -86,7 +86,7 @@ class EtcdClient {
 
   boost::asio::io_context& io_;
   EtcdOptions options_;
-  std::shared_ptr<boost::asio::ssl::context> tls_;
+  std::shared_ptr<const TlsContext> tls_;
   std::size_t preferred_ = 0;
   std::size_t active_ = 0;
   bool closed_ = false;

@@ -29,7 +29,7 @@ constexpr std::string_view kRequireLeaderHeader = "Grpc-Metadata-hasleader";
 bool is_closed_by_peer(const boost::system::error_code& ec) {
   return ec == http::error::end_of_stream || ec == http::error::partial_message ||
          ec == net::error::eof || ec == net::error::connection_reset ||
-         ec == net::error::broken_pipe || ec == net::ssl::error::stream_truncated;
+         ec == net::error::broken_pipe || ec == TlsError::kTruncated;
 }
 
 bool is_parse_error(const boost::system::error_code& ec) {
@@ -43,7 +43,7 @@ HttpFailure failure_of(const boost::system::error_code& ec) {
   if (is_closed_by_peer(ec)) {
     return HttpFailure::kBroken;
   }
-  if (ec.category() == net::error::get_ssl_category()) {
+  if (ec.category() == tls_category()) {
     // A TLS alert (with TLS 1.3, a refused client certificate arrives after the request).
     return HttpFailure::kTls;
   }
@@ -63,14 +63,14 @@ void tune_socket(tcp::socket& socket) {
 }  // namespace
 
 std::shared_ptr<HttpConnection> HttpConnection::create(net::io_context& io, EtcdEndpoint endpoint,
-                                                       std::shared_ptr<net::ssl::context> tls,
+                                                       std::shared_ptr<const TlsContext> tls,
                                                        const HttpLimits& limits) {
   return std::shared_ptr<HttpConnection>(
       new HttpConnection(io, std::move(endpoint), std::move(tls), limits));
 }
 
 HttpConnection::HttpConnection(net::io_context& io, EtcdEndpoint endpoint,
-                               std::shared_ptr<net::ssl::context> tls, const HttpLimits& limits)
+                               std::shared_ptr<const TlsContext> tls, const HttpLimits& limits)
     : io_(io),
       endpoint_(std::move(endpoint)),
       tls_(std::move(tls)),
@@ -79,7 +79,7 @@ HttpConnection::HttpConnection(net::io_context& io, EtcdEndpoint endpoint,
       resolve_timer_(io),
       buffer_(limits.max_header_bytes + kReadAheadBytes) {
   if (tls_) {
-    secure_.emplace(io, *tls_);
+    secure_.emplace(io, *tls_, endpoint_.host);
   } else {
     plain_.emplace(io);
   }
@@ -97,7 +97,7 @@ void HttpConnection::with_stream(Function&& function) {
 }
 
 beast::tcp_stream& HttpConnection::lowest_layer() {
-  return secure_ ? beast::get_lowest_layer(*secure_) : *plain_;
+  return secure_ ? secure_->next_layer() : *plain_;
 }
 
 void HttpConnection::exchange(std::string target, std::string body, Clock::time_point deadline,
@@ -203,25 +203,18 @@ void HttpConnection::handshake() {
     write();
     return;
   }
-  boost::system::error_code not_an_address;
-  net::ip::make_address(endpoint_.host, not_an_address);
-  if (not_an_address) {
-    // Server Name Indication, for members behind a name-based TLS front.
-    SSL_ctrl(secure_->native_handle(), SSL_CTRL_SET_TLSEXT_HOSTNAME, TLSEXT_NAMETYPE_host_name,
-             static_cast<void*>(const_cast<char*>(endpoint_.host.c_str())));
-  }
-  secure_->set_verify_callback(net::ssl::host_name_verification(endpoint_.host));
+  // The session checks the member's certificate against its host name (sent as SNI) or address.
   lowest_layer().expires_at(deadline_);
-  secure_->async_handshake(net::ssl::stream_base::client, [self = shared_from_this()](
-                                                              const boost::system::error_code& ec) {
-    if (ec) {
-      self->fail(ec == beast::error::timeout ? HttpFailure::kTimeout : HttpFailure::kTls,
-                 "TLS handshake", ec);
-      return;
-    }
-    self->connected_ = true;
-    self->write();
-  });
+  secure_->async_handshake(
+      [self = shared_from_this()](const boost::system::error_code& ec, std::size_t) {
+        if (ec) {
+          self->fail(ec == beast::error::timeout ? HttpFailure::kTimeout : HttpFailure::kTls,
+                     "TLS handshake", ec);
+          return;
+        }
+        self->connected_ = true;
+        self->write();
+      });
 }
 
 void HttpConnection::write() {
@@ -416,7 +409,11 @@ void HttpConnection::read_stream_body() {
 
 void HttpConnection::fail(HttpFailure failure, const std::string& what,
                           const boost::system::error_code& ec) {
-  fail(failure, what + ": " + (ec == beast::error::timeout ? "timed out" : ec.message()));
+  std::string why = ec == beast::error::timeout ? "timed out" : ec.message();
+  if (ec == TlsError::kFailed && secure_) {
+    why = "TLS: " + secure_->error_text();
+  }
+  fail(failure, what + ": " + why);
 }
 
 void HttpConnection::fail(HttpFailure failure, const std::string& detail) {

@@ -21,6 +21,8 @@
 #include "rendezvous/backends/etcd/beast.hpp"
 #include "rendezvous/backends/etcd/etcd_options.hpp"
 #include "rendezvous/backends/etcd/http_limits.hpp"
+#include "rendezvous/backends/etcd/tls_context.hpp"
+#include "rendezvous/backends/etcd/tls_stream.hpp"
 
 namespace ddprun::rendezvous::backends::etcd {
 
@@ -50,7 +52,7 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
 
   // tls: null for plain http.
   static std::shared_ptr<HttpConnection> create(boost::asio::io_context& io, EtcdEndpoint endpoint,
-                                                std::shared_ptr<boost::asio::ssl::context> tls,
+                                                std::shared_ptr<const TlsContext> tls,
                                                 const HttpLimits& limits);
   HttpConnection(const HttpConnection&) = delete;
   HttpConnection& operator=(const HttpConnection&) = delete;
@@ -77,10 +79,10 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
 
  private:
   using PlainStream = boost::beast::tcp_stream;
-  using SecureStream = boost::beast::ssl_stream<boost::beast::tcp_stream>;
+  using SecureStream = TlsStream;
 
   HttpConnection(boost::asio::io_context& io, EtcdEndpoint endpoint,
-                 std::shared_ptr<boost::asio::ssl::context> tls, const HttpLimits& limits);
+                 std::shared_ptr<const TlsContext> tls, const HttpLimits& limits);
 
   template <typename Function>
   void with_stream(Function&& function);
@@ -106,7 +108,7 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
 
   boost::asio::io_context& io_;
   EtcdEndpoint endpoint_;
-  std::shared_ptr<boost::asio::ssl::context> tls_;
+  std::shared_ptr<const TlsContext> tls_;
   HttpLimits limits_;
   boost::asio::ip::tcp::resolver resolver_;
   boost::asio::steady_timer resolve_timer_;

@@ -1,47 +1,187 @@
-// Builds the shared TLS client context from the rdzv_conf TLS options, once, at start-up.
+// Loads the TLS module on first use and wraps its C handles.
 
 #include "rendezvous/backends/etcd/tls_context.hpp"
 
+#include <dlfcn.h>
+
+#include <filesystem>
 #include <stdexcept>
-#include <string>
+
+#include "rendezvous/backends/etcd/tls_engine_abi.h"
 
 namespace ddprun::rendezvous::backends::etcd {
+
+constexpr std::string_view kModuleFile = "libddprun_etcd_tls.so";
+
+struct TlsModule {
+  void* handle = nullptr;
+  const ddprun_tls_api* api = nullptr;
+
+  TlsModule() = default;
+  TlsModule(const TlsModule&) = delete;
+  TlsModule& operator=(const TlsModule&) = delete;
+  ~TlsModule() {
+    if (handle != nullptr) {
+      dlclose(handle);
+    }
+  }
+};
+
 namespace {
 
-namespace ssl = boost::asio::ssl;
+std::string program_path() {
+  std::error_code ignored;
+  return std::filesystem::read_symlink("/proc/self/exe", ignored).string();
+}
 
-void load(const std::string& option, const std::string& path, auto&& loader) {
-  boost::system::error_code ec;
-  loader(ec);
-  if (ec) {
-    throw std::invalid_argument("rdzv_conf " + option + "=" + path +
-                                ": cannot use it: " + ec.message());
+// Throws std::invalid_argument when no candidate loads.
+std::shared_ptr<const TlsModule> load_module() {
+  std::string why;
+  for (const auto& path : tls_module_candidates(program_path())) {
+    if (!std::filesystem::exists(path)) {
+      continue;
+    }
+    // RTLD_NODELETE: OpenSSL registers exit handlers and must stay mapped.
+    void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+    if (handle == nullptr) {
+      why += std::string("; ") + dlerror();
+      continue;
+    }
+    auto module = std::make_shared<TlsModule>();
+    module->handle = handle;
+    const auto entry =
+        reinterpret_cast<ddprun_tls_entry_point>(dlsym(handle, DDPRUN_TLS_ENTRY_POINT));
+    module->api = entry != nullptr ? entry() : nullptr;
+    if (module->api == nullptr || module->api->abi_version != DDPRUN_TLS_ABI_VERSION) {
+      why += "; " + path + " is not a TLS module of this ddprun";
+      continue;
+    }
+    return module;
   }
+  throw std::invalid_argument("rdzv_conf protocol=https: cannot load the TLS module " +
+                              std::string(kModuleFile) + " (looked in ../lib/ddprun/ and beside " +
+                              program_path() + ")" + why);
+}
+
+std::string option_name(int option) {
+  switch (option) {
+    case DDPRUN_TLS_OPTION_CA:
+      return "cacert";
+    case DDPRUN_TLS_OPTION_CERT:
+      return "cert";
+    case DDPRUN_TLS_OPTION_KEY:
+      return "key";
+    default:
+      return "protocol";
+  }
+}
+
+const char* or_null(const std::string& text) {
+  return text.empty() ? nullptr : text.c_str();
 }
 
 }  // namespace
 
-std::shared_ptr<ssl::context> make_tls_context(const EtcdTls& tls) {
-  auto context = std::make_shared<ssl::context>(ssl::context::tls_client);
-  context->set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 |
-                       ssl::context::no_sslv3 | ssl::context::no_tlsv1 | ssl::context::no_tlsv1_1);
-  context->set_verify_mode(ssl::verify_peer);
-  if (tls.ca_file.empty()) {
-    load("cacert", "(system default)",
-         [&](boost::system::error_code& ec) { context->set_default_verify_paths(ec); });
-  } else {
-    load("cacert", tls.ca_file,
-         [&](boost::system::error_code& ec) { context->load_verify_file(tls.ca_file, ec); });
+std::vector<std::string> tls_module_candidates(const std::string& exe_path) {
+  const auto dir = std::filesystem::path(exe_path).parent_path();
+  return {(dir / ".." / "lib" / "ddprun" / kModuleFile).lexically_normal().string(),
+          (dir / kModuleFile).string()};
+}
+
+// --- TlsContext -------------------------------------------------------------------------------
+
+TlsContext::TlsContext(std::shared_ptr<const TlsModule> module, ddprun_tls_context* context)
+    : module_(std::move(module)), context_(context) {}
+
+TlsContext::~TlsContext() {
+  module_->api->context_free(context_);
+}
+
+std::shared_ptr<TlsContext> TlsContext::create(const EtcdTls& tls) {
+  auto module = load_module();
+  char error[256] = "";
+  int option = DDPRUN_TLS_OPTION_NONE;
+  ddprun_tls_context* context =
+      module->api->context_new(or_null(tls.ca_file), or_null(tls.cert_file), or_null(tls.key_file),
+                               &option, error, sizeof error);
+  if (context == nullptr) {
+    const std::string name = option_name(option);
+    const std::string path = option == DDPRUN_TLS_OPTION_CA
+                                 ? (tls.ca_file.empty() ? "(system default)" : tls.ca_file)
+                             : option == DDPRUN_TLS_OPTION_CERT ? tls.cert_file
+                             : option == DDPRUN_TLS_OPTION_KEY  ? tls.key_file
+                                                                : "https";
+    throw std::invalid_argument("rdzv_conf " + name + "=" + path + ": cannot use it: " + error);
   }
-  if (!tls.cert_file.empty()) {
-    load("cert", tls.cert_file, [&](boost::system::error_code& ec) {
-      context->use_certificate_chain_file(tls.cert_file, ec);
-    });
-    load("key", tls.key_file, [&](boost::system::error_code& ec) {
-      context->use_private_key_file(tls.key_file, ssl::context::pem, ec);
-    });
+  return std::shared_ptr<TlsContext>(new TlsContext(std::move(module), context));
+}
+
+std::variant<std::unique_ptr<TlsSession>, std::string> TlsContext::session(
+    const std::string& host) const {
+  char error[256] = "";
+  ddprun_tls_session* session =
+      module_->api->session_new(context_, host.c_str(), error, sizeof error);
+  if (session == nullptr) {
+    return std::string(error);
   }
-  return context;
+  return std::make_unique<TlsSession>(shared_from_this(), *module_->api, session);
+}
+
+// --- TlsSession -------------------------------------------------------------------------------
+
+TlsSession::TlsSession(std::shared_ptr<const void> owner, const ddprun_tls_api& api,
+                       ddprun_tls_session* session)
+    : owner_(std::move(owner)), api_(api), session_(session) {}
+
+TlsSession::~TlsSession() {
+  api_.session_free(session_);
+}
+
+TlsSession::Result TlsSession::result(int status, std::size_t bytes) const {
+  switch (status) {
+    case DDPRUN_TLS_DONE:
+      return {Status::kDone, bytes};
+    case DDPRUN_TLS_WANT_INPUT:
+      return {Status::kWantInput, 0};
+    case DDPRUN_TLS_WANT_OUTPUT:
+      return {Status::kWantOutput, 0};
+    case DDPRUN_TLS_CLOSED:
+      return {Status::kClosed, 0};
+    default:
+      return {Status::kFailed, 0};
+  }
+}
+
+TlsSession::Result TlsSession::handshake() {
+  return result(api_.handshake(session_), 0);
+}
+
+TlsSession::Result TlsSession::read(void* data, std::size_t size) {
+  std::size_t done = 0;
+  const int status = api_.read(session_, data, size, &done);
+  return result(status, done);
+}
+
+TlsSession::Result TlsSession::write(const void* data, std::size_t size) {
+  std::size_t done = 0;
+  const int status = api_.write(session_, data, size, &done);
+  return result(status, done);
+}
+
+std::size_t TlsSession::put_input(const void* data, std::size_t size) {
+  return api_.put_input(session_, data, size);
+}
+
+std::size_t TlsSession::take_output(void* data, std::size_t size) {
+  return api_.take_output(session_, data, size);
+}
+
+std::size_t TlsSession::pending_output() const {
+  return api_.pending_output(session_);
+}
+
+std::string TlsSession::last_error() const {
+  return api_.last_error(session_);
 }
 
 }  // namespace ddprun::rendezvous::backends::etcd
