@@ -4,6 +4,7 @@
 
 #include <dlfcn.h>
 
+#include <array>
 #include <filesystem>
 #include <stdexcept>
 
@@ -63,19 +64,6 @@ std::shared_ptr<const TlsModule> load_module() {
                               program_path() + ")" + why);
 }
 
-std::string option_name(int option) {
-  switch (option) {
-    case DDPRUN_TLS_OPTION_CA:
-      return "cacert";
-    case DDPRUN_TLS_OPTION_CERT:
-      return "cert";
-    case DDPRUN_TLS_OPTION_KEY:
-      return "key";
-    default:
-      return "protocol";
-  }
-}
-
 const char* or_null(const std::string& text) {
   return text.empty() ? nullptr : text.c_str();
 }
@@ -105,13 +93,15 @@ std::shared_ptr<TlsContext> TlsContext::create(const EtcdTls& tls) {
       module->api->context_new(or_null(tls.ca_file), or_null(tls.cert_file), or_null(tls.key_file),
                                &option, error, sizeof error);
   if (context == nullptr) {
-    const std::string name = option_name(option);
-    const std::string path = option == DDPRUN_TLS_OPTION_CA
-                                 ? (tls.ca_file.empty() ? "(system default)" : tls.ca_file)
-                             : option == DDPRUN_TLS_OPTION_CERT ? tls.cert_file
-                             : option == DDPRUN_TLS_OPTION_KEY  ? tls.key_file
-                                                                : "https";
-    throw std::invalid_argument("rdzv_conf " + name + "=" + path + ": cannot use it: " + error);
+    // By ddprun_tls_option: the rdzv_conf key and the file it named.
+    constexpr std::array<std::string_view, 4> kNames{"protocol", "cacert", "cert", "key"};
+    const std::array<std::string, 4> paths{"https",
+                                           tls.ca_file.empty() ? "(system default)" : tls.ca_file,
+                                           tls.cert_file, tls.key_file};
+    const auto which = static_cast<std::size_t>(
+        option >= DDPRUN_TLS_OPTION_CA && option <= DDPRUN_TLS_OPTION_KEY ? option : 0);
+    throw std::invalid_argument("rdzv_conf " + std::string(kNames[which]) + "=" + paths[which] +
+                                ": cannot use it: " + error);
   }
   return std::shared_ptr<TlsContext>(new TlsContext(std::move(module), context));
 }

@@ -187,24 +187,23 @@ int write(ddprun_tls_session* session, const void* data, size_t size, size_t* do
   return status_of(session, SSL_write_ex(session->ssl, data, size, done));
 }
 
+// At most limit of size bytes, as the int that BIO_read and BIO_write take.
+int bounded(size_t size, size_t limit) {
+  return static_cast<int>(size < limit ? size : limit);
+}
+
+size_t transferred(int result) {
+  return result > 0 ? static_cast<size_t>(result) : 0;
+}
+
 size_t put_input(ddprun_tls_session* session, const void* data, size_t size) {
   const size_t room = BIO_ctrl_get_write_guarantee(session->network);
-  const size_t taken = size < room ? size : room;
-  if (taken == 0) {
-    return 0;
-  }
-  const int written = BIO_write(session->network, data, static_cast<int>(taken));
-  return written > 0 ? static_cast<size_t>(written) : 0;
+  return transferred(BIO_write(session->network, data, bounded(size, room)));
 }
 
 size_t take_output(ddprun_tls_session* session, void* data, size_t size) {
-  const size_t pending = BIO_ctrl_pending(session->network);
-  const size_t taken = size < pending ? size : pending;
-  if (taken == 0) {
-    return 0;
-  }
-  const int read = BIO_read(session->network, data, static_cast<int>(taken));
-  return read > 0 ? static_cast<size_t>(read) : 0;
+  return transferred(
+      BIO_read(session->network, data, bounded(size, BIO_ctrl_pending(session->network))));
 }
 
 size_t pending_output(const ddprun_tls_session* session) {
