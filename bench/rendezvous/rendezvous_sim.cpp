@@ -17,6 +17,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <iostream>
 #include <optional>
 #include <random>
@@ -26,6 +27,7 @@
 
 #include "agent/node/headless_agent.hpp"
 #include "rendezvous/backends/etcd/etcd_options.hpp"
+#include "rendezvous/store/descriptor_limit.hpp"
 #include "tests/rendezvous/child_process.hpp"
 
 namespace {
@@ -170,6 +172,34 @@ class Simulation {
   std::vector<std::unique_ptr<agent::HeadlessAgent>> retired_;
 };
 
+// Each agent holds about two store connections (the main one and a wait), and the store the
+// other end of each: both processes need that many descriptors, and the agents as many
+// ephemeral ports towards the store's one port.
+constexpr rlim_t kConnectionsPerAgent = 2;
+constexpr rlim_t kSpareDescriptors = 256;
+
+std::optional<std::string> ephemeral_port_shortage(rlim_t needed) {
+  std::ifstream file("/proc/sys/net/ipv4/ip_local_port_range");
+  rlim_t low = 0;
+  rlim_t high = 0;
+  if (!(file >> low >> high) || high < low || high - low + 1 >= needed) {
+    return std::nullopt;
+  }
+  return "needs about " + std::to_string(needed) + " ephemeral ports to one store port, but " +
+         "net.ipv4.ip_local_port_range is " + std::to_string(low) + "-" + std::to_string(high) +
+         " (" + std::to_string(high - low + 1) + ")";
+}
+
+// Why n agents cannot run here, or nullopt.
+std::optional<std::string> shortage_for(int n, const rendezvous::store::DescriptorLimit& limit) {
+  const rlim_t connections = static_cast<rlim_t>(n) * kConnectionsPerAgent;
+  if (auto descriptors =
+          rendezvous::store::descriptor_shortage(limit, connections + kSpareDescriptors)) {
+    return descriptors;
+  }
+  return ephemeral_port_shortage(connections);
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0 : v[v.size() / 2];
@@ -207,7 +237,15 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  if (sizes.empty()) {
+    std::cerr << "rendezvous_sim: --agents needs at least one size\n";
+    return 2;
+  }
   ::signal(SIGPIPE, SIG_IGN);
+  // The store daemon this process starts inherits the raised limit (and raises its own too).
+  const rlim_t most = static_cast<rlim_t>(*std::max_element(sizes.begin(), sizes.end()));
+  const auto limit =
+      rendezvous::store::raise_descriptor_limit(most * kConnectionsPerAgent + kSpareDescriptors);
   std::printf("Rendezvous scale simulator: headless agents on one event loop, %s\n",
               etcd.empty() ? "one ddprun-store" : ("etcd at " + etcd).c_str());
   std::printf("(medians of %d runs; crash includes the loss threshold of %.1f s)\n\n", repeats,
@@ -216,6 +254,11 @@ int main(int argc, char** argv) {
   std::printf("|---:|---:|---:|---:|\n");
   for (int n : sizes) {
     std::vector<double> form, leave, killed;
+    if (const auto shortage = shortage_for(n, limit)) {
+      std::printf("| %d | NOT RUN: %s | | |\n", n, shortage->c_str());
+      std::fflush(stdout);
+      continue;
+    }
     try {
       for (int r = 0; r < repeats; ++r) {
         Simulation sim(etcd, n);

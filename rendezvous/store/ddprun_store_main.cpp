@@ -2,33 +2,31 @@
 // first line of standard output, serves until SIGTERM or SIGINT, then stops cleanly.
 
 #include <pthread.h>
-#include <sys/resource.h>
 
 #include <csignal>
 #include <iostream>
 #include <string>
 
 #include "rendezvous/store/daemon_options.hpp"
+#include "rendezvous/store/descriptor_limit.hpp"
 #include "rendezvous/store/store_server.hpp"
 
 namespace {
 
 using namespace ddprun::rendezvous::store;
 
-// Many clients means many descriptors (PyTorch <= 2.0 clients open two each): raise the
-// hard limit where we may (root), else take the hard limit as it is.
-void raise_descriptor_limit() {
-  constexpr rlim_t kWanted = 1 << 20;
-  rlimit limit{};
-  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) {
-    return;
+// Many clients means many descriptors (PyTorch <= 2.0 clients open two each): like any
+// production daemon, take the soft limit up to the hard one, and the hard one up to
+// --max-connections where we may (CAP_SYS_RESOURCE); say so when the limit stays below it.
+void raise_descriptor_limit_for(const StoreServerOptions& server) {
+  constexpr rlim_t kSpare = 64;  // listening socket, standard streams, logs
+  const rlim_t wanted = server.limits.max_connections + kSpare;
+  const auto limit = raise_descriptor_limit(wanted);
+  if (const auto shortage = descriptor_shortage(limit, wanted)) {
+    store_log(server.log_level, StoreLogLevel::warning,
+              "--max-connections " + std::to_string(server.limits.max_connections) + " " +
+                  *shortage + "; accepts beyond it fail with EMFILE and are retried");
   }
-  const rlimit raised{kWanted, kWanted};
-  if (limit.rlim_max < kWanted && ::setrlimit(RLIMIT_NOFILE, &raised) == 0) {
-    return;
-  }
-  limit.rlim_cur = limit.rlim_max;
-  ::setrlimit(RLIMIT_NOFILE, &limit);
 }
 
 int run(int argc, char** argv) {
@@ -50,7 +48,7 @@ int run(int argc, char** argv) {
   sigaddset(&stop_signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
-  raise_descriptor_limit();
+  raise_descriptor_limit_for(options.server);
 
   const auto server = StoreServer::start(options.server);
   std::cout << server->host() << ":" << server->port() << std::endl;

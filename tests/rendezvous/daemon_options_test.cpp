@@ -4,6 +4,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "rendezvous/store/descriptor_limit.hpp"
+
 using namespace ddprun::rendezvous::store;
 
 TEST_CASE("daemon options: defaults, both spellings, and errors naming the argument", "[unit]") {
@@ -31,4 +33,28 @@ TEST_CASE("daemon options: defaults, both spellings, and errors naming the argum
   CHECK(std::get<std::string>(parse_daemon_options({"--max-connections=0"})).find("positive") !=
         std::string::npos);
   CHECK(std::get<DaemonOptions>(parse_daemon_options({"-h"})).show_help);
+}
+
+TEST_CASE("descriptor limit: soft up to hard, hard up to the wanted count within fs.nr_open",
+          "[unit]") {
+  // Privileged: both raised to what is wanted.
+  auto asked = descriptor_limit_to_ask({1024, 20000}, 65600, 1 << 20);
+  CHECK(asked.soft == 65600);
+  CHECK(asked.hard == 65600);
+  // fs.nr_open caps it.
+  asked = descriptor_limit_to_ask({1024, 20000}, 65600, 50000);
+  CHECK(asked.soft == 50000);
+  CHECK(asked.hard == 50000);
+  // The fallback without CAP_SYS_RESOURCE (nr_open taken as the hard limit): soft to hard.
+  asked = descriptor_limit_to_ask({1024, 20000}, 65600, 20000);
+  CHECK(asked.soft == 20000);
+  CHECK(asked.hard == 20000);
+  // Never lowered.
+  asked = descriptor_limit_to_ask({40000, 80000}, 100, 1 << 20);
+  CHECK(asked.soft == 40000);
+  CHECK(asked.hard == 80000);
+  CHECK(descriptor_shortage({40000, 80000}, 33000) == std::nullopt);
+  const auto shortage = descriptor_shortage({20000, 20000}, 33024);
+  REQUIRE(shortage);
+  CHECK(shortage->find("RLIMIT_NOFILE is 20000") != std::string::npos);
 }
