@@ -40,8 +40,11 @@ inline StartedTraining start_two_node_training(const SlurmCluster& cluster,
   for (auto& override_arg : tiny_training(dir, max_epochs, steps_per_epoch)) {
     command.push_back(override_arg);
   }
+  // One OpenMP thread per trainer: two trainers of two spinning threads each on the machine's
+  // two shared cores stretched a step past a 3 s watchdog timeout under load.
   const auto job =
-      cluster.submit({"-N2", "--ntasks-per-node=1", "--chdir", dir.string(), "-o",
+      cluster.submit({"-N2", "--ntasks-per-node=1", "--export=ALL,OMP_NUM_THREADS=1", "--chdir",
+                      dir.string(), "-o",
                       (dir / "job.out").string(), write_batch_script(dir, command).string()});
   StartedTraining training{.job = job, .dir = dir};
   const bool first_snapshot = wait_for_path(training.snapshot(), std::chrono::seconds(120));
