@@ -134,7 +134,7 @@ class StoreKvConnection : public std::enable_shared_from_this<StoreKvConnection>
   std::deque<Entry> entries_;   // sent (or queued to send), not yet answered, oldest first
   std::string pending_output_;  // queued this turn, not yet handed to the socket
   std::string writing_;         // handed to the async write in flight
-  std::vector<char> read_chunk_;
+  std::unique_ptr<char[]> read_chunk_;
   std::string input_;  // received, not yet parsed from consumed_ on
   std::size_t consumed_ = 0;
   bool write_in_flight_ = false;

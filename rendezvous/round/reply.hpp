@@ -3,7 +3,6 @@
 // with another type is broken: that is a RendezvousError naming the op, not a crash.
 
 #include <chrono>
-#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -50,7 +49,9 @@ inline std::chrono::milliseconds to_millis(double seconds) {
   if (!(seconds > 0)) {
     return std::chrono::milliseconds(0);
   }
-  return std::chrono::milliseconds(static_cast<int64_t>(std::ceil(seconds * 1000)));
+  // chrono's ceil, not <cmath>'s: ceil() was the one function the agent took from libm, whose
+  // mapping cost 0.3 MiB of its peak RSS.
+  return std::chrono::ceil<std::chrono::milliseconds>(std::chrono::duration<double>(seconds));
 }
 
 }  // namespace ddprun::rendezvous::round

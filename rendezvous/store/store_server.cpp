@@ -6,6 +6,7 @@
 #include <array>
 #include <atomic>
 #include <future>
+#include <memory>
 #include <stdexcept>
 #include <thread>
 #include <unordered_map>
@@ -61,7 +62,8 @@ class StoreServerImpl final : public StoreServer, public ConnectionHub {
         io_(std::make_unique<asio::io_context>(BOOST_ASIO_CONCURRENCY_HINT_UNSAFE_IO)),
         acceptor_(*io_),
         retry_timer_(*io_),
-        read_buffer_(kReadBufferBytes) {
+        // Not zero-filled: only the bytes reads bring in become resident.
+        read_buffer_(std::make_unique_for_overwrite<std::uint8_t[]>(kReadBufferBytes)) {
     const auto endpoint = listen_endpoint(options.host, options.port);
     const std::string where = options.host + ":" + std::to_string(options.port);
     boost::system::error_code error;
@@ -194,7 +196,7 @@ class StoreServerImpl final : public StoreServer, public ConnectionHub {
   MemoryBudget& budget() override { return budget_; }
   const StoreLimits& limits() const override { return options_.limits; }
   WireGeneration legacy_generation() const override { return options_.legacy_generation; }
-  std::span<std::uint8_t> read_buffer() override { return read_buffer_; }
+  std::span<std::uint8_t> read_buffer() override { return {read_buffer_.get(), kReadBufferBytes}; }
 
   StoreServerOptions options_;
   MemoryBudget budget_;
@@ -202,7 +204,7 @@ class StoreServerImpl final : public StoreServer, public ConnectionHub {
   std::unique_ptr<asio::io_context> io_;
   tcp::acceptor acceptor_;
   asio::steady_timer retry_timer_;
-  std::vector<std::uint8_t> read_buffer_;
+  std::unique_ptr<std::uint8_t[]> read_buffer_;
   std::vector<OutgoingMessage> outgoing_;  // reused by dispatch()
   std::unordered_map<ConnectionId, std::shared_ptr<StoreConnection>> connections_;
   ConnectionId next_connection_ = 1;
