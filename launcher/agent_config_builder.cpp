@@ -44,6 +44,9 @@ agent::AgentConfig build_agent_config(const LaunchConfig& config) {
   agent.supervision.shutdown_timeout = config.shutdown_timeout;
   agent.supervision.signals_to_handle = config.signals_to_handle;
 
+  agent.health.port = config.health_check_port;
+  agent.health.stale_after = config.health_check_timeout;
+
   agent.events_file = config.events_file;
   return agent;
 }

@@ -76,6 +76,11 @@ struct LaunchConfig {
   // USE_LIBUV: "1" (default) for libuv TCPStore servers, anything else for the legacy one.
   // torchrun only passes it on to the workers (their own stores); so does ddprun.
   bool use_libuv = true;
+  // TORCHELASTIC_HEALTH_CHECK_PORT: the agent serves its health over HTTP on this port (torchrun
+  // 2.4+ reads it but starts no server); a GET older than health_check_timeout since the loop's
+  // last progress is 503. The timeout is torchrun's 60 s, or DDPRUN_HEALTH_CHECK_TIMEOUT.
+  std::optional<uint16_t> health_check_port;
+  common::Seconds health_check_timeout{60};
 
   // Entry point.
   EntryKind entry_kind = EntryKind::kPythonScript;

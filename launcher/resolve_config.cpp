@@ -142,7 +142,8 @@ bool tees_stream(const StdStreams& tee, int nproc_per_node, int bit) {
   return false;
 }
 
-// The variables torchrun's agent reads besides PET_*: the file-timer watchdog and USE_LIBUV.
+// The variables torchrun's agent reads besides PET_*: the file-timer watchdog, USE_LIBUV and
+// the health-check port (with ddprun's timeout for it).
 void resolve_torchelastic_environment(const Environment& env, LaunchConfig& config) {
   const auto enabled = lookup(env, "TORCHELASTIC_ENABLE_FILE_TIMER");
   config.file_timer_enabled = enabled && *enabled == "1";  // torchrun: str(value) == "1"
@@ -155,6 +156,22 @@ void resolve_torchelastic_environment(const Environment& env, LaunchConfig& conf
   const auto libuv = lookup(env, "USE_LIBUV");
   config.use_libuv = libuv.value_or("1") == "1";
   config.value_sources["use_libuv"] = libuv ? "env:USE_LIBUV" : "default";
+  // torchrun logs a port that is not an integer and goes on without a server; a health check
+  // asked for and not served would only show as a dead node later, so here it is an error.
+  const auto health_port = lookup(env, "TORCHELASTIC_HEALTH_CHECK_PORT");
+  if (health_port) {
+    config.health_check_port = static_cast<uint16_t>(parse_int(
+        *health_port, "TORCHELASTIC_HEALTH_CHECK_PORT", "a TCP port from 1 to 65535", 1, 65535));
+  }
+  config.value_sources["health_check_port"] =
+      health_port ? "env:TORCHELASTIC_HEALTH_CHECK_PORT" : "default";
+  const auto health_timeout = lookup(env, "DDPRUN_HEALTH_CHECK_TIMEOUT");
+  if (health_timeout) {
+    config.health_check_timeout =
+        parse_seconds(*health_timeout, "DDPRUN_HEALTH_CHECK_TIMEOUT", /*positive=*/true);
+  }
+  config.value_sources["health_check_timeout"] =
+      health_timeout ? "env:DDPRUN_HEALTH_CHECK_TIMEOUT" : "default";
 }
 
 }  // namespace

@@ -36,6 +36,18 @@ constexpr std::chrono::seconds kReapAfterKillLimit{5};
 // How long an ending agent waits for its rendezvous backend to release what it holds.
 constexpr Seconds kBackendCloseLimit{2.0};
 
+// How often a running loop tells the health-check server it progresses: often enough, within
+// the stale-after timeout, that a loop that runs is never reported stalled.
+constexpr Seconds kHealthTickLimit{1.0};
+
+std::string worker_health(const WorkerRecord& worker, bool stopping) {
+  if (!worker.exit)
+    return stopping ? "stopping" : "running";
+  if (worker.exit->succeeded())
+    return "succeeded";
+  return worker.stopped_by_agent ? "stopped" : "failed";
+}
+
 nlohmann::json failure_fields(const WorkerFailure& failure) {
   return {{"rank", failure.global_rank},    {"local_rank", failure.local_rank},
           {"exit_code", failure.exit_code}, {"pid", failure.pid},
@@ -55,6 +67,7 @@ AgentLoop::AgentLoop(const AgentConfig& config, SignalChannel& signals, EventLog
       kill_timer_(io_),
       reap_timer_(io_),
       close_timer_(io_),
+      health_timer_(io_),
       watchdog_(io_, config.watchdog, config.workers, inherited_env_, events, host_,
                 [this] { end_open_console_lines(); },
                 {[this](const std::string& report) { hang_detected(report); },
@@ -72,6 +85,9 @@ AgentLoop::~AgentLoop() {
 }
 
 int AgentLoop::run() {
+  if (!start_health_server()) {
+    return round::kExitFailure;
+  }
   try {
     rendezvous_ = std::make_unique<NodeRendezvous>(config_.rendezvous, io_, *this, this);
   } catch (const std::exception& error) {
@@ -117,6 +133,7 @@ void AgentLoop::on_signals() {
   if (!exit_status_) {
     watch_signals();
   }
+  report_health();
 }
 
 void AgentLoop::watch_pump(std::size_t index) {
@@ -213,6 +230,7 @@ void AgentLoop::start_workers(const RoundInfo& round) {
                     : nullptr);
     watch_pump(i);
   }
+  report_health();
   // Workers that exited before the loop looked are reaped on their SIGCHLD, already pending.
 }
 
@@ -357,6 +375,7 @@ void AgentLoop::workers_gone() {
   group_.reset();
   watchdog_.group_gone();
   stopping_ = Stopping::kNo;
+  report_health();
   rendezvous_->driver().feed(round::WorkersStopped{});
 }
 
@@ -406,6 +425,50 @@ void AgentLoop::capture_stacks(const round::CaptureStacks& /*request*/) {
 
 void AgentLoop::peers_captured_stacks() {
   watchdog_.peers_captured();
+}
+
+bool AgentLoop::start_health_server() {
+  if (!config_.health.port) {
+    return true;
+  }
+  try {
+    health_server_.emplace(config_.health.host, *config_.health.port, config_.health.stale_after,
+                           health_board_);
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "ddprun: %s\n", error.what());
+    events_.record("exit", {{"exit_code", round::kExitFailure}, {"reason", error.what()}});
+    return false;
+  }
+  report_health();
+  tick_health();
+  return true;
+}
+
+void AgentLoop::report_health() {
+  if (!health_server_) {
+    return;
+  }
+  HealthState state;
+  if (round_) {
+    state.round = round_->round;
+    state.restarts = round_->restart_count;
+  }
+  if (group_) {
+    for (const auto& worker : group_->workers())
+      state.workers[worker.local_rank] = worker_health(worker, stopping_ != Stopping::kNo);
+  }
+  health_board_.publish(std::move(state));
+}
+
+void AgentLoop::tick_health() {
+  health_timer_.expires_after(steady(std::min(kHealthTickLimit, config_.health.stale_after / 3)));
+  health_timer_.async_wait([this](const boost::system::error_code& error) {
+    if (error || exit_status_) {
+      return;
+    }
+    report_health();
+    tick_health();
+  });
 }
 
 void AgentLoop::finished(const round::Finish& finish) {

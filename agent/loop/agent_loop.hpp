@@ -5,7 +5,9 @@
 // The round machine decides; this loop carries out its decisions: start the workers with an
 // assignment, stop them (the signal, SIGKILL after the shutdown timeout), host the workers'
 // store, report, and finish with an exit status. Nothing here blocks for long and no thread is
-// left behind: the only threads are the hosted stores' event loops, joined on destruction.
+// left behind: the only threads are the hosted stores' event loops and the health-check
+// server's, joined on destruction. With a health-check server, the loop records its progress
+// on a timer and at each event, so a stalled loop shows as 503 there.
 
 #include <memory>
 #include <optional>
@@ -13,6 +15,8 @@
 #include <vector>
 
 #include "agent/agent_config.hpp"
+#include "agent/health/health_board.hpp"
+#include "agent/health/health_server.hpp"
 #include "agent/logs/log_layout.hpp"
 #include "agent/loop/event_log.hpp"
 #include "agent/loop/signal_channel.hpp"
@@ -71,6 +75,10 @@ class AgentLoop final : public rendezvous::backends::RoundListener,
   void stacks_captured();
   void report_local_failures(const std::vector<WorkerFailure>& failures);
   void write_agent_error_file(const std::vector<WorkerFailure>& failures) const;
+  // The health-check server's side: progress and the round's state, now and on a timer.
+  bool start_health_server();
+  void report_health();
+  void tick_health();
 
   const AgentConfig& config_;
   SignalChannel& signals_;
@@ -93,6 +101,9 @@ class AgentLoop final : public rendezvous::backends::RoundListener,
   boost::asio::steady_timer kill_timer_;
   boost::asio::steady_timer reap_timer_;
   boost::asio::steady_timer close_timer_;
+  boost::asio::steady_timer health_timer_;
+  HealthBoard health_board_;                   // before the server, which reads it
+  std::optional<HealthServer> health_server_;  // TORCHELASTIC_HEALTH_CHECK_PORT given
   // After io_: its descriptors and timers belong to io_ and must go first.
   HangWatchdog watchdog_;
 

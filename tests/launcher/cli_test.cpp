@@ -257,7 +257,8 @@ TEST_CASE("--help lists every torchrun option in both spellings and documents ex
     CHECK_THAT(r.out, Catch::Contains("  128+N  ddprun was stopped by signal N"));
     for (const char* variable :
          {"TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE", "TORCH_ELASTIC_SHUTDOWN_TIMEOUT",
-          "TORCHELASTIC_ENABLE_FILE_TIMER", "TORCHELASTIC_TIMER_FILE", "USE_LIBUV"}) {
+          "TORCHELASTIC_ENABLE_FILE_TIMER", "TORCHELASTIC_TIMER_FILE", "USE_LIBUV",
+          "TORCHELASTIC_HEALTH_CHECK_PORT", "DDPRUN_HEALTH_CHECK_TIMEOUT"}) {
       CHECK_THAT(r.out, Catch::Contains(variable));
     }
     // What --logs-specs takes, what ddprun offers instead, and quoted lists.

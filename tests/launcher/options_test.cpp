@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "launcher/agent_config_builder.hpp"
 #include "launcher/config_json.hpp"
 #include "launcher/option_table.hpp"
 #include "launcher/usage_error.hpp"
@@ -380,6 +381,30 @@ TEST_CASE("torchrun's agent variables: file timer and USE_LIBUV, as torchrun 2.1
   CHECK_FALSE(resolve({"s.py"}, {{"USE_LIBUV", "yes"}}).config.use_libuv);  // only "1" is on
   CHECK(resolve({"s.py"}, {{"USE_LIBUV", "0"}}).config.value_sources.at("use_libuv") ==
         "env:USE_LIBUV");
+}
+
+TEST_CASE("TORCHELASTIC_HEALTH_CHECK_PORT and DDPRUN_HEALTH_CHECK_TIMEOUT: checked once, here") {
+  auto c = resolve({"s.py"}).config;
+  CHECK_FALSE(c.health_check_port);
+  CHECK(c.health_check_timeout == ddprun::common::Seconds(60));  // torchrun passes 60
+  CHECK(c.value_sources.at("health_check_port") == "default");
+  c = resolve({"s.py"},
+              {{"TORCHELASTIC_HEALTH_CHECK_PORT", "8080"}, {"DDPRUN_HEALTH_CHECK_TIMEOUT", "2.5"}})
+          .config;
+  CHECK(c.health_check_port == 8080);
+  CHECK(c.health_check_timeout == ddprun::common::Seconds(2.5));
+  CHECK(c.value_sources.at("health_check_port") == "env:TORCHELASTIC_HEALTH_CHECK_PORT");
+  CHECK(c.value_sources.at("health_check_timeout") == "env:DDPRUN_HEALTH_CHECK_TIMEOUT");
+  CHECK(ddprun::launcher::build_agent_config(c).health.port == 8080);
+  CHECK(ddprun::launcher::build_agent_config(c).health.stale_after == ddprun::common::Seconds(2.5));
+  for (const char* bad : {"", "http", "0", "65536", "-1", "80.5"}) {
+    INFO(bad);
+    CHECK_THROWS_WITH(resolve({"s.py"}, {{"TORCHELASTIC_HEALTH_CHECK_PORT", bad}}),
+                      Catch::StartsWith("TORCHELASTIC_HEALTH_CHECK_PORT: ") &&
+                          Catch::EndsWith("a TCP port from 1 to 65535"));
+  }
+  CHECK_THROWS_WITH(resolve({"s.py"}, {{"DDPRUN_HEALTH_CHECK_TIMEOUT", "0"}}),
+                    Catch::StartsWith("DDPRUN_HEALTH_CHECK_TIMEOUT: "));
 }
 
 TEST_CASE("--virtual-local-rank needs a CUDA_VISIBLE_DEVICES entry per worker, if it is set") {

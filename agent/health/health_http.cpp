@@ -1,0 +1,86 @@
+#include "agent/health/health_http.hpp"
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+namespace ddprun::agent {
+
+namespace {
+
+std::string_view reason_phrase(int status) {
+  switch (status) {
+    case 200:
+      return "OK";
+    case 400:
+      return "Bad Request";
+    case 405:
+      return "Method Not Allowed";
+    case 408:
+      return "Request Timeout";
+    case 431:
+      return "Request Header Fields Too Large";
+    case 503:
+      return "Service Unavailable";
+    default:
+      return "Error";
+  }
+}
+
+bool is_method_char(char c) {
+  return (c >= 'A' && c <= 'Z') || c == '-' || c == '_';
+}
+
+}  // namespace
+
+std::size_t end_of_head(std::string_view received) {
+  const auto crlf = received.find("\r\n\r\n");
+  const auto lf = received.find("\n\n");
+  if (crlf == std::string_view::npos && lf == std::string_view::npos)
+    return std::string_view::npos;
+  return std::min(crlf == std::string_view::npos ? std::string_view::npos : crlf + 4,
+                  lf == std::string_view::npos ? std::string_view::npos : lf + 2);
+}
+
+HealthRequest classify_request(std::string_view head) {
+  std::string_view line = head.substr(0, head.find('\n'));
+  if (!line.empty() && line.back() == '\r')
+    line.remove_suffix(1);
+  const auto first_space = line.find(' ');
+  if (first_space == 0 || first_space == std::string_view::npos)
+    return HealthRequest::kMalformed;
+  const std::string_view method = line.substr(0, first_space);
+  const std::string_view rest = line.substr(first_space + 1);
+  const auto second_space = rest.find(' ');
+  if (second_space == 0 || second_space == std::string_view::npos ||
+      !std::all_of(method.begin(), method.end(), is_method_char) ||
+      !rest.substr(second_space + 1).starts_with("HTTP/"))
+    return HealthRequest::kMalformed;
+  return method == "GET" ? HealthRequest::kGet : HealthRequest::kOtherVerb;
+}
+
+std::string health_body(const HealthState& state, bool alive, int64_t last_progress_unix_s,
+                        double stale_after_s) {
+  nlohmann::json workers = nlohmann::json::object();
+  for (const auto& [local_rank, what] : state.workers)
+    workers[std::to_string(local_rank)] = what;
+  const nlohmann::json body = {
+      {"alive", alive},
+      {"last_progress_unix", last_progress_unix_s},
+      {"stale_after_s", stale_after_s},
+      {"round", state.round ? nlohmann::json(*state.round) : nlohmann::json()},
+      {"restarts", state.restarts},
+      {"workers", workers}};
+  return body.dump() + "\n";
+}
+
+std::string http_response(int status, std::string_view body, std::string_view content_type) {
+  std::string response = "HTTP/1.0 " + std::to_string(status) + " ";
+  response.append(reason_phrase(status)).append("\r\nContent-Type: ").append(content_type);
+  response.append("\r\nContent-Length: ").append(std::to_string(body.size()));
+  if (status == 405)
+    response.append("\r\nAllow: GET");
+  response.append("\r\nConnection: close\r\n\r\n").append(body);
+  return response;
+}
+
+}  // namespace ddprun::agent

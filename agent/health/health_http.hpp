@@ -1,0 +1,38 @@
+#pragma once
+// The little HTTP the health-check server speaks, as pure functions: where a request's head
+// ends, what it asks for, and the response and JSON body it gets. Requests come from the
+// network, so nothing here trusts them: junk is kMalformed, never an exception.
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "agent/health/health_board.hpp"
+
+namespace ddprun::agent {
+
+enum class HealthRequest {
+  kGet,        // any path: the health report
+  kOtherVerb,  // a well-formed request line with another method: 405
+  kMalformed,  // not an HTTP request line: 400
+};
+
+// Where the head (request line and headers) ends, past its blank line ("\r\n\r\n", or "\n\n"
+// from clients that send bare line feeds); npos while it has not ended.
+std::size_t end_of_head(std::string_view received);
+
+// What the head's request line, "METHOD TARGET HTTP/x.y", asks for.
+HealthRequest classify_request(std::string_view head);
+
+// {"alive": ..., "last_progress_unix": ..., "stale_after_s": ..., "round": ..., "restarts": ...,
+//  "workers": {"<local_rank>": "<state>"}}
+std::string health_body(const HealthState& state, bool alive, int64_t last_progress_unix_s,
+                        double stale_after_s);
+
+// A complete HTTP/1.0 response that closes the connection: status line, Content-Type,
+// Content-Length, Connection: close (and Allow: GET for 405), then the body.
+std::string http_response(int status, std::string_view body,
+                          std::string_view content_type = "application/json");
+
+}  // namespace ddprun::agent
