@@ -7,6 +7,8 @@
 #include <string>
 #include <string_view>
 
+#include "rendezvous/round/machine_time.hpp"
+
 namespace ddprun::rendezvous::round {
 
 class DigestText {
@@ -33,6 +35,8 @@ class DigestText {
     text_.append(buffer, ec == std::errc{} ? end : buffer);
     return *this;
   }
+  // A point in time as its seconds since the clock's epoch.
+  DigestText& operator<<(MachineTime t) { return *this << t.time_since_epoch().count(); }
   const std::string& str() const { return text_; }
 
  private:

@@ -3,13 +3,13 @@
 // with another type is broken: that is a RendezvousError naming the op, not a crash.
 
 #include <chrono>
-#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <variant>
 #include <vector>
 
+#include "common/seconds.hpp"
 #include "rendezvous/round/kv_ops.hpp"
 #include "rendezvous/round/round_info.hpp"
 
@@ -45,12 +45,12 @@ inline const std::vector<std::optional<std::string>>& values_of(const KvResult& 
   return answer_as<KvValues>(result, "a multi-get").values;
 }
 
-// A wait's timeout from seconds left (never negative).
-inline std::chrono::milliseconds to_millis(double seconds) {
-  if (!(seconds > 0)) {
+// A wait's timeout from the time left (never negative), rounded up to whole milliseconds.
+inline std::chrono::milliseconds to_millis(common::Seconds left) {
+  if (!(left > common::Seconds::zero())) {
     return std::chrono::milliseconds(0);
   }
-  return std::chrono::milliseconds(static_cast<int64_t>(std::ceil(seconds * 1000)));
+  return std::chrono::ceil<std::chrono::milliseconds>(left);
 }
 
 }  // namespace ddprun::rendezvous::round
