@@ -281,7 +281,7 @@ class RoundMachine {
 
   // Failures, success, ending (round_machine_end.cpp).
   void report_failure(std::vector<WorkerFailure> failures);
-  void report_checks_done();
+  void report_checks_done(MachineTime now);
   void publish_failure();
   void decision_known(FailureDecision decision, MachineTime now);
   void after_report(MachineTime now);

@@ -32,7 +32,7 @@ void RoundMachine::report_failure(std::vector<WorkerFailure> failures) {
   publish_failure();
 }
 
-void RoundMachine::report_checks_done() {
+void RoundMachine::report_checks_done(MachineTime now) {
   if (!report_->claimed && report_->lost_seen) {
     report_->uncounted = true;
     signal_ = RoundSignal::kMembershipChange;
@@ -40,7 +40,7 @@ void RoundMachine::report_checks_done() {
            "the workers failed after a node of the round was lost: re-forming, not counted as a "
            "restart");
     if (workers_ == Workers::kNone) {
-      after_report(MachineTime{});
+      after_report(now);
     }
     return;
   }
@@ -187,13 +187,13 @@ void RoundMachine::on_ending_reply(const Pending& pending, const KvResult& resul
     case Step::kFailClaimCheck:
       report_->claimed = value_of(result).has_value();
       if (--report_->checks_outstanding == 0) {
-        report_checks_done();
+        report_checks_done(now);
       }
       return;
     case Step::kFailLostCheck:
       report_->lost_seen = counter_of(result) > 0;
       if (--report_->checks_outstanding == 0) {
-        report_checks_done();
+        report_checks_done(now);
       }
       return;
     case Step::kFailAppend:

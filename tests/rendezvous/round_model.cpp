@@ -412,7 +412,7 @@ std::vector<std::function<void(World&)>> World::actions() const {
       });
     }
   }
-  MachineTime time_cap = machine_time(0) + s.horizon;
+  MachineTime time_cap = kModelStart + s.horizon;
   for (const SimNode& node : nodes_) {
     if (node.crashed || node.finish) {
       continue;
@@ -421,7 +421,7 @@ std::vector<std::function<void(World&)>> World::actions() const {
       time_cap = std::min(time_cap, node.running_since + s.work);
     }
     if (!node.started) {
-      time_cap = std::min(time_cap, machine_time(0) + s.late_by);
+      time_cap = std::min(time_cap, kModelStart + s.late_by);
     }
   }
   if (!protocol) {

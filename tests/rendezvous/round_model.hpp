@@ -113,7 +113,10 @@ class World {
   std::optional<MachineTime> next_time() const;
 
   const Scenario* scenario_;
-  MachineTime now_{};
+  // The model's clock starts far from the steady clock's epoch, as a real one does, so that a
+  // time the machine makes up (a zero) shows as long past instead of as a plausible deadline.
+  static constexpr MachineTime kModelStart = machine_time(1e6);
+  MachineTime now_{kModelStart};
   std::map<std::string, std::string> store_;
   std::map<std::string, int> writes_;  // per key, how often it was written
   std::vector<SimNode> nodes_;
