@@ -204,7 +204,7 @@ void AgentLoop::start_workers(const RoundInfo& round) {
   } catch (const std::exception& error) {
     std::fprintf(stderr, "ddprun: cannot start the workers: %s\n", error.what());
     WorkerFailure failure;
-    failure.timestamp_s = unix_time_now();
+    failure.timestamp = round::unix_time(unix_time_now());
     failure.host = host_;
     failure.global_rank = round.base_global_rank;
     failure.local_rank = 0;
@@ -249,7 +249,7 @@ std::vector<WorkerFailure> AgentLoop::local_failures() const {
     if (!worker.exit || worker.exit->succeeded() || worker.stopped_by_agent)
       continue;
     WorkerFailure failure;
-    failure.timestamp_s = window_start;
+    failure.timestamp = round::unix_time(window_start);
     failure.host = host_;
     failure.global_rank = worker.global_rank;
     failure.local_rank = worker.local_rank;
@@ -259,8 +259,8 @@ std::vector<WorkerFailure> AgentLoop::local_failures() const {
     if (auto content = read_error_file(worker.error_file)) {
       failure.error_file = worker.error_file;
       failure.message = content->message;
-      if (content->timestamp_s)
-        failure.timestamp_s = *content->timestamp_s;
+      if (content->timestamp)
+        failure.timestamp = *content->timestamp;
     }
     // A worker the watchdog killed: its story is the hang, not the signal.
     if (auto hang = watchdog_.hang_message(worker.pid))
@@ -268,7 +268,7 @@ std::vector<WorkerFailure> AgentLoop::local_failures() const {
     failures.push_back(std::move(failure));
   }
   std::stable_sort(failures.begin(), failures.end(), [](const auto& a, const auto& b) {
-    return std::tie(a.timestamp_s, a.global_rank) < std::tie(b.timestamp_s, b.global_rank);
+    return std::tie(a.timestamp, a.global_rank) < std::tie(b.timestamp, b.global_rank);
   });
   return failures;
 }
@@ -400,8 +400,8 @@ void AgentLoop::write_agent_error_file(const std::vector<WorkerFailure>& failure
   if (!root.error_file.empty()) {
     worker_json = read_text_file(root.error_file, 1 << 20).value_or("");
   }
-  write_text_file(
-      path, agent_error_file_json(worker_json, root.message, root.timestamp_s, root.exit_code));
+  write_text_file(path,
+                  agent_error_file_json(worker_json, root.message, root.timestamp, root.exit_code));
 }
 
 void AgentLoop::hang_detected(const std::string& report) {

@@ -1,5 +1,9 @@
 #include "agent/node/headless_agent.hpp"
 
+#include <chrono>
+
+#include "common/seconds.hpp"
+
 namespace ddprun::agent {
 
 namespace round = rendezvous::round;
@@ -28,7 +32,8 @@ void HeadlessAgent::fail(int exit_code) {
     return;
   }
   WorkerFailure failure;
-  failure.timestamp_s = rendezvous::backends::monotonic_now_s();
+  failure.timestamp =
+      std::chrono::time_point_cast<common::Seconds>(std::chrono::system_clock::now());
   failure.host = name_;
   failure.global_rank = running_->base_global_rank;
   failure.local_rank = 0;

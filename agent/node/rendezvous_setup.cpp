@@ -158,7 +158,7 @@ RendezvousSetup set_up_rendezvous(const RendezvousConfig& config, boost::asio::i
   m.self.min_nodes = config.min_nodes;
   m.self.max_nodes = config.max_nodes;
   m.max_restarts = config.max_restarts;
-  m.exit_barrier_timeout_s = config.exit_barrier_timeout.count();
+  m.exit_barrier_timeout = config.exit_barrier_timeout;
   m.captures_stacks_for_peers = config.captures_stacks_for_peers;
   setup.workers_store_addr = config.standalone ? "localhost" : m.self.addr;
 

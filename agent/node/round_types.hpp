@@ -7,6 +7,7 @@ namespace ddprun::agent {
 
 using rendezvous::round::RendezvousError;
 using rendezvous::round::RoundInfo;
+using rendezvous::round::UnixTime;
 using rendezvous::round::WorkerFailure;
 
 }  // namespace ddprun::agent

@@ -45,8 +45,10 @@ std::optional<ErrorFileContent> parse_error_file(const std::string& json_text) {
     if (extra.contains("py_callstack") && extra["py_callstack"].is_string()) {
       content.message = extra["py_callstack"].get<std::string>();
     }
-    if (extra.contains("timestamp"))
-      content.timestamp_s = number_or_numeric_string(extra["timestamp"]);
+    if (extra.contains("timestamp")) {
+      if (const auto seconds = number_or_numeric_string(extra["timestamp"]))
+        content.timestamp = rendezvous::round::unix_time(*seconds);
+    }
   }
   if (content.message.empty())
     content.message = "<N/A>";
@@ -73,19 +75,18 @@ std::optional<ErrorFileContent> read_error_file(const std::string& path) {
 }
 
 std::string agent_error_file_json(const std::string& worker_file_json, const std::string& message,
-                                  double timestamp_s, int error_code) {
+                                  UnixTime timestamp, int error_code) {
   auto doc = nlohmann::json::parse(worker_file_json, nullptr, /*allow_exceptions=*/false);
   if (!doc.is_discarded() && doc.is_object() && doc.contains("message") &&
       doc["message"].is_object()) {
     doc["message"]["errorCode"] = error_code;
     return doc.dump();
   }
+  const auto whole_seconds = static_cast<long long>(timestamp.time_since_epoch().count());
   nlohmann::json synthesized = {
       {"message",
        {{"message", message},
-        {"extraInfo",
-         {{"py_callstack", message},
-          {"timestamp", std::to_string(static_cast<long long>(timestamp_s))}}}}}};
+        {"extraInfo", {{"py_callstack", message}, {"timestamp", std::to_string(whole_seconds)}}}}}};
   return synthesized.dump();
 }
 

@@ -5,11 +5,13 @@
 #include <optional>
 #include <string>
 
+#include "agent/node/round_types.hpp"
+
 namespace ddprun::agent {
 
 struct ErrorFileContent {
   std::string message;                // py_callstack if present, else the message text
-  std::optional<double> timestamp_s;  // extraInfo.timestamp
+  std::optional<UnixTime> timestamp;  // extraInfo.timestamp
 };
 
 // Parses the JSON text of an error file. nullopt when it is not torchrun's format.
@@ -21,7 +23,7 @@ std::optional<ErrorFileContent> read_error_file(const std::string& path);
 // The JSON the agent writes for its own scheduler: a copy of the root-cause worker's file
 // with errorCode added (torchrun's dump_error_file), or a synthesized one without it.
 std::string agent_error_file_json(const std::string& worker_file_json, const std::string& message,
-                                  double timestamp_s, int error_code);
+                                  UnixTime timestamp, int error_code);
 
 // Writes text to path atomically enough for a reader polling it (write then rename).
 bool write_text_file(const std::string& path, const std::string& text);

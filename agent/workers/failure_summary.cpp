@@ -29,7 +29,7 @@ std::string format_one(std::size_t index, const WorkerFailure& failure) {
       failure.exit_code < 0 ? " (" + signal_name(-failure.exit_code) + ")" : "";
   std::ostringstream out;
   out << '[' << index << "]:\n"
-      << "  time      : " << format_failure_time(failure.timestamp_s) << '\n'
+      << "  time      : " << format_failure_time(failure.timestamp) << '\n'
       << "  host      : " << failure.host << '\n'
       << "  rank      : " << failure.global_rank << " (local_rank: " << failure.local_rank << ")\n"
       << "  exitcode  : " << failure.exit_code << " (pid: " << failure.pid << ") " << signal_part
@@ -49,8 +49,8 @@ std::size_t longest_line(const std::string& text) {
 
 }  // namespace
 
-std::string format_failure_time(double epoch_seconds) {
-  std::time_t seconds = static_cast<std::time_t>(epoch_seconds);
+std::string format_failure_time(UnixTime time) {
+  std::time_t seconds = static_cast<std::time_t>(time.time_since_epoch().count());
   std::tm local{};
   localtime_r(&seconds, &local);
   char text[32];

@@ -23,6 +23,6 @@ std::string format_failure_summary(const std::string& title_name,
                                    const std::vector<WorkerFailure>& failures);
 
 // "2026-12-02_17:36:38" in local time, torchrun's timestamp_isoformat().
-std::string format_failure_time(double epoch_seconds);
+std::string format_failure_time(UnixTime time);
 
 }  // namespace ddprun::agent

@@ -3,10 +3,11 @@
 #include <chrono>
 
 #include "common/overloaded.hpp"
+#include "common/seconds.hpp"
 
 namespace ddprun::rendezvous::backends {
-double monotonic_now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+round::MachineTime machine_now() {
+  return std::chrono::time_point_cast<common::Seconds>(std::chrono::steady_clock::now());
 }
 
 RoundDriver::RoundDriver(boost::asio::io_context& io, round::MachineConfig config,
@@ -28,7 +29,7 @@ void RoundDriver::feed(round::MachineEvent event) {
   while (!queue_.empty()) {
     round::MachineEvent next = std::move(queue_.front());
     queue_.pop_front();
-    machine_.step(next, monotonic_now_s());
+    machine_.step(next, machine_now());
     carry_out();
   }
   stepping_ = false;
@@ -80,9 +81,7 @@ void RoundDriver::arm_timer() {
     timer_.cancel();
     return;
   }
-  const double wait_s = std::max(*deadline - monotonic_now_s(), 0.0);
-  timer_.expires_after(std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-      std::chrono::duration<double>(wait_s)));
+  timer_.expires_after(common::steady(*deadline - machine_now()));
   std::weak_ptr<bool> alive = alive_;
   timer_.async_wait([this, alive](const boost::system::error_code& error) {
     if (!error && !alive.expired()) {

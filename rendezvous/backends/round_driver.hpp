@@ -13,6 +13,7 @@
 #include <memory>
 
 #include "rendezvous/backends/kv_backend.hpp"
+#include "rendezvous/round/machine_time.hpp"
 #include "rendezvous/round/round_machine.hpp"
 #include "rendezvous/store/asio.hpp"
 
@@ -76,7 +77,7 @@ class RoundDriver {
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 
-// Seconds on the monotonic clock, the machine's time.
-double monotonic_now_s();
+// Now on the monotonic clock, as the machine's time.
+round::MachineTime machine_now();
 
 }  // namespace ddprun::rendezvous::backends

@@ -9,6 +9,8 @@
 #include <string>
 #include <string_view>
 
+#include "rendezvous/round/machine_time.hpp"
+
 namespace ddprun::rendezvous::round {
 
 class DigestText {
@@ -37,6 +39,8 @@ class DigestText {
   // A time or a duration by its bit pattern: exact, and without the C++ runtime's
   // floating-point to_chars, whose rounding-mode calls make ddprun map libm (0.3 MiB of RSS).
   DigestText& operator<<(double d) { return *this << std::bit_cast<std::uint64_t>(d); }
+  // A point in time as its seconds since the clock's epoch.
+  DigestText& operator<<(MachineTime t) { return *this << t.time_since_epoch().count(); }
   const std::string& str() const { return text_; }
 
  private:

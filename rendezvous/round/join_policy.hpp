@@ -1,12 +1,15 @@
 #pragma once
 // How one node joins one c10d round, free of sockets and clocks: fed the slot the join counter
-// gave, a wait that ran out, the closed count, with the time as a plain number of seconds on a
+// gave, a wait that ran out, the closed count, with the time as a value on the machine's
 // monotonic clock; answers what to do next (wait for the close, claim it, read the count, ...).
 
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <variant>
+
+#include "common/seconds.hpp"
+#include "rendezvous/round/machine_time.hpp"
 
 namespace ddprun::rendezvous::round {
 
@@ -16,12 +19,12 @@ struct JoinPolicy {
   // Nodes the round is expected to gather (survivors plus waiting nodes of the previous round);
   // 0 when unknown. Reaching it closes the round without a last call.
   int expected_nodes = 0;
-  double last_call_timeout_s = 30;
+  common::Seconds last_call_timeout{30};
 };
 
 // Block on the round's closed key until the given time.
 struct AwaitClose {
-  double until_s = 0;
+  MachineTime until{};
 };
 // Claim the close of the round with this many participants (exclusive: first claim wins).
 struct CloseRound {
@@ -46,12 +49,12 @@ using JoinAction = std::variant<AwaitClose, CloseRound, ReadJoinedCount, BecomeP
 // One node's view of joining one round. Slots are 1-based, in join order.
 class JoinStateMachine {
  public:
-  JoinStateMachine(JoinPolicy policy, double join_deadline_s);
+  JoinStateMachine(JoinPolicy policy, MachineTime join_deadline);
 
-  // The join counter gave this node `slot` at time now_s.
-  JoinAction on_joined(int slot, double now_s);
+  // The join counter gave this node `slot` at time now.
+  JoinAction on_joined(int slot, MachineTime now);
   // The AwaitClose wait ran out without the round closing.
-  JoinAction on_wait_expired(double now_s);
+  JoinAction on_wait_expired(MachineTime now);
   // After ReadJoinedCount: the counter's current value.
   JoinAction on_joined_count(int joined);
   // The round closed with this many participants (slots 1..participants).
@@ -63,8 +66,8 @@ class JoinStateMachine {
  private:
   enum class Phase { kNotJoined, kBelowMin, kLastCall, kOverMax, kClosing, kDone };
   JoinPolicy policy_;
-  double join_deadline_s_;
-  double last_call_deadline_s_ = 0;
+  MachineTime join_deadline_;
+  MachineTime last_call_deadline_{};
   int slot_ = 0;
   Phase phase_ = Phase::kNotJoined;
 };

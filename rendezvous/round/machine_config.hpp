@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 
+#include "common/seconds.hpp"
 #include "rendezvous/round/records.hpp"
 #include "rendezvous/round/round_settings.hpp"
 
@@ -26,9 +27,9 @@ struct MachineConfig {
   NodeRecord self;
   int max_restarts = 0;
   RdzvSettings settings;
-  double exit_barrier_timeout_s = 300;
+  common::Seconds exit_barrier_timeout{300};
   // How long a node stopped by a signal tries to leave the rendezvous before it exits anyway.
-  double leave_timeout_s = 2;
+  common::Seconds leave_timeout{2};
   // This node's process hosts the rendezvous store: on close it stays (up to close_timeout)
   // until every node of the round has left, so the others can still read the job's failures.
   bool hosts_store = false;
@@ -38,11 +39,11 @@ struct MachineConfig {
   std::string static_master_addr;
   uint16_t static_master_port = 0;
   // How long one wait for a round's wake-up key may run before it is re-armed.
-  double wake_wait_s = 3600;
+  common::Seconds wake_wait{3600};
   // How long a node with a hung worker waits for the other nodes' stacks before it signals
   // the worker anyway (their capture tools are bounded too; this bounds a node that never
   // answers).
-  double peer_stacks_wait_s = 5;
+  common::Seconds peer_stacks_wait{5};
   // This agent watches its workers for hangs: it also captures their stacks when another
   // node's worker hangs (it waits on the round's hang key for that).
   bool captures_stacks_for_peers = false;

@@ -1,8 +1,8 @@
 #pragma once
 // What goes into the round machine (events) and what comes out (effects). The driver turns
 // store replies, timers, the local worker group and signals into events, and carries out the
-// effects in the order they come. Every event comes with the time as a plain number of seconds
-// on a monotonic clock; the machine has no clock of its own.
+// effects in the order they come. Every event comes with the time as a value on a monotonic
+// clock (MachineTime); the machine has no clock of its own.
 //
 // Driver duties, in order (the machine relies on them):
 //  1. Carry out IssueKv effects in the order emitted: a backend keeps one node's non-wait ops
@@ -114,7 +114,7 @@ struct CaptureStacks {
   std::string report;
 };
 // Answer to HangDetected: every other node of the round captured its stacks, or
-// MachineConfig::peer_stacks_wait_s passed, or there is no one to wait for. The hung worker
+// MachineConfig::peer_stacks_wait passed, or there is no one to wait for. The hung worker
 // may be signalled now. Not emitted when the machine stops the workers first.
 struct PeersCapturedStacks {};
 

@@ -227,10 +227,14 @@ std::string encode_failure_line(const WorkerFailure& f) {
   auto clip = [](const std::string& s) {
     return s.size() > kMaxFailureTextBytes ? s.substr(0, kMaxFailureTextBytes) : s;
   };
-  nlohmann::json j = {
-      {"timestamp", f.timestamp_s},       {"host", clip(f.host)},      {"rank", f.global_rank},
-      {"local_rank", f.local_rank},       {"exitcode", f.exit_code},   {"pid", f.pid},
-      {"error_file", clip(f.error_file)}, {"message", clip(f.message)}};
+  nlohmann::json j = {{"timestamp", f.timestamp.time_since_epoch().count()},
+                      {"host", clip(f.host)},
+                      {"rank", f.global_rank},
+                      {"local_rank", f.local_rank},
+                      {"exitcode", f.exit_code},
+                      {"pid", f.pid},
+                      {"error_file", clip(f.error_file)},
+                      {"message", clip(f.message)}};
   // error_handler::replace keeps invalid UTF-8 from a worker's error file from throwing.
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
@@ -247,7 +251,7 @@ std::vector<WorkerFailure> decode_failure_lines(std::string_view text, std::size
     }
     WorkerFailure f;
     try {
-      f.timestamp_s = j.at("timestamp").get<double>();
+      f.timestamp = unix_time(j.at("timestamp").get<double>());
       f.host = j.at("host").get<std::string>();
       f.global_rank = j.at("rank").get<int>();
       f.local_rank = j.at("local_rank").get<int>();
@@ -263,7 +267,7 @@ std::vector<WorkerFailure> decode_failure_lines(std::string_view text, std::size
   std::stable_sort(
       failures.begin(), failures.end(), [](const WorkerFailure& a, const WorkerFailure& b) {
         // Failures of one moment (one monitor check): the lowest rank is the root cause.
-        return std::tie(a.timestamp_s, a.global_rank) < std::tie(b.timestamp_s, b.global_rank);
+        return std::tie(a.timestamp, a.global_rank) < std::tie(b.timestamp, b.global_rank);
       });
   return failures;
 }

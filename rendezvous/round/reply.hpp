@@ -9,6 +9,7 @@
 #include <variant>
 #include <vector>
 
+#include "common/seconds.hpp"
 #include "rendezvous/round/kv_ops.hpp"
 #include "rendezvous/round/round_info.hpp"
 
@@ -44,14 +45,14 @@ inline const std::vector<std::optional<std::string>>& values_of(const KvResult& 
   return answer_as<KvValues>(result, "a multi-get").values;
 }
 
-// A wait's timeout from seconds left (never negative).
-inline std::chrono::milliseconds to_millis(double seconds) {
-  if (!(seconds > 0)) {
+// A wait's timeout from the time left (never negative), rounded up to whole milliseconds.
+inline std::chrono::milliseconds to_millis(common::Seconds left) {
+  if (!(left > common::Seconds::zero())) {
     return std::chrono::milliseconds(0);
   }
   // chrono's ceil, not <cmath>'s: ceil() was the one function the agent took from libm, whose
   // mapping cost 0.3 MiB of its peak RSS.
-  return std::chrono::ceil<std::chrono::milliseconds>(std::chrono::duration<double>(seconds));
+  return std::chrono::ceil<std::chrono::milliseconds>(left);
 }
 
 }  // namespace ddprun::rendezvous::round

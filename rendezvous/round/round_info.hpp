@@ -2,9 +2,12 @@
 // What the round protocol tells the agent and what the agent tells it back: a formed round,
 // a worker failure, and the error that ends a rendezvous.
 
+#include <chrono>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+
+#include "common/seconds.hpp"
 
 namespace ddprun::rendezvous::round {
 
@@ -28,8 +31,15 @@ struct RoundInfo {
   std::string run_id;
 };
 
+// A moment as records carry it: seconds since the unix epoch.
+using UnixTime = std::chrono::time_point<std::chrono::system_clock, common::Seconds>;
+
+constexpr UnixTime unix_time(double seconds_since_epoch) {
+  return UnixTime{common::Seconds{seconds_since_epoch}};
+}
+
 struct WorkerFailure {
-  double timestamp_s = 0;  // unix epoch seconds
+  UnixTime timestamp{};
   std::string host;
   int global_rank = -1;
   int local_rank = -1;

@@ -103,7 +103,7 @@ void RoundMachine::fail_rendezvous(const std::string& message) {
   finish(kExitFailure, "rendezvous failed: " + message);
 }
 
-void RoundMachine::step(const MachineEvent& event, double now) {
+void RoundMachine::step(const MachineEvent& event, MachineTime now) {
   if (phase_ == Phase::kDone) {
     return;
   }
@@ -111,7 +111,7 @@ void RoundMachine::step(const MachineEvent& event, double now) {
     std::visit(common::Overloaded{
                    [&](const Begin&) {
                      if (phase_ == Phase::kIdle) {
-                       join_.deadline_s = now + config_.settings.join_timeout.count();
+                       join_.deadline = now + config_.settings.join_timeout;
                        begin_join(now);
                      }
                    },
@@ -127,7 +127,7 @@ void RoundMachine::step(const MachineEvent& event, double now) {
                        return;
                      }
                      if (pending.group == Group::kWatch) {
-                       watch_.last_answer_s = now;
+                       watch_.last_answer = now;
                        watch_.slowness_reported = false;
                      }
                      on_reply(pending, answered.result, now);
@@ -173,7 +173,7 @@ void RoundMachine::step(const MachineEvent& event, double now) {
   }
 }
 
-void RoundMachine::on_kv_error(const Pending& pending, const KvError& error, double now) {
+void RoundMachine::on_kv_error(const Pending& pending, const KvError& error, MachineTime now) {
   if (pending.step == Step::kHangAcksWait) {
     release_hung_worker(false);  // the store's trouble must not keep a hung worker alive
   }
@@ -187,12 +187,12 @@ void RoundMachine::on_kv_error(const Pending& pending, const KvError& error, dou
     } else if (pending.step == Step::kWakeWait) {
       // Re-arm the wake-up wait; the connection was re-made.
       issue(Step::kWakeWait,
-            KvWait{{keys_.wake(current_->round, current_->slot)}, to_millis(config_.wake_wait_s)},
+            KvWait{{keys_.wake(current_->round, current_->slot)}, to_millis(config_.wake_wait)},
             Group::kWatch);
     } else if (pending.step == Step::kHangWait) {
       wait_for_peer_hang();
     }
-    if (now - watch_.last_answer_s <= config_.settings.read_timeout.count()) {
+    if (now - watch_.last_answer <= config_.settings.read_timeout) {
       if (!watch_.slowness_reported) {
         notice("store_slow",
                "warning: the rendezvous store is slow to answer (" + error.message + "); retrying");
@@ -223,8 +223,8 @@ void RoundMachine::on_kv_error(const Pending& pending, const KvError& error, dou
                   (running ? config_.where + ": " : config_.where + ": ") + error.message);
 }
 
-void RoundMachine::on_timer(double now) {
-  if (leave_deadline_s_ && now >= *leave_deadline_s_) {
+void RoundMachine::on_timer(MachineTime now) {
+  if (leave_deadline_ && now >= *leave_deadline_) {
     notice("leave_timeout", "leaving the rendezvous timed out, exiting anyway");
     finish(close_status_, close_reason_);
     return;
@@ -234,7 +234,7 @@ void RoundMachine::on_timer(double now) {
   }
 }
 
-void RoundMachine::on_signal(int signal, double now) {
+void RoundMachine::on_signal(int signal, MachineTime now) {
   const std::string name = common::signal_name(signal);
   switch (phase_) {
     case Phase::kIdle:
@@ -284,7 +284,7 @@ void RoundMachine::on_signal(int signal, double now) {
   }
 }
 
-void RoundMachine::on_workers_stopped(double now) {
+void RoundMachine::on_workers_stopped(MachineTime now) {
   const AfterStop after = after_stop_;
   after_stop_ = AfterStop::kNothing;
   if (stop_signal_ && after != AfterStop::kStoreLost) {
@@ -313,9 +313,9 @@ void RoundMachine::on_workers_stopped(double now) {
   }
 }
 
-std::optional<double> RoundMachine::next_deadline() const {
-  std::optional<double> earliest;
-  auto consider = [&](std::optional<double> t) {
+std::optional<MachineTime> RoundMachine::next_deadline() const {
+  std::optional<MachineTime> earliest;
+  auto consider = [&](std::optional<MachineTime> t) {
     if (t && (!earliest || *t < *earliest)) {
       earliest = t;
     }
@@ -323,15 +323,15 @@ std::optional<double> RoundMachine::next_deadline() const {
   if (phase_ == Phase::kDone) {
     return std::nullopt;
   }
-  consider(leave_deadline_s_);
+  consider(leave_deadline_);
   if ((phase_ == Phase::kRunning || phase_ == Phase::kExitBarrier) && current_) {
     if (watch_.heartbeats) {
-      consider(watch_.next_beat_s);
+      consider(watch_.next_beat);
       if (watch_.monitor && !watch_.declared_loss) {
-        consider(watch_.next_probe_s);
+        consider(watch_.next_probe);
       }
     }
-    consider(watch_.repoll_s);
+    consider(watch_.repoll);
   }
   return earliest;
 }
@@ -356,7 +356,7 @@ std::string RoundMachine::digest() const {
   }
   out << "|j" << join_.round << ',' << join_.expected << ',' << join_.slot << ','
       << join_.replies_outstanding << ',' << join_.closed_by_me << ',' << join_.job_closed << ','
-      << join_.deadline_s << ',' << join_.prev_lost << ',' << join_.prev_waiting << ','
+      << join_.deadline << ',' << join_.prev_lost << ',' << join_.prev_waiting << ','
       << restarts_read_ << ',' << last_restart_count_.value_or(-1);
   for (const auto& record : records_) {
     out << ',' << record.value_or("-");
@@ -368,10 +368,10 @@ std::string RoundMachine::digest() const {
         << current_->master_port;
   }
   if (phase_ == Phase::kRunning || phase_ == Phase::kExitBarrier) {
-    out << "|w" << watch_.heartbeats << ',' << watch_.next_beat_s << ',' << watch_.next_probe_s
-        << ',' << watch_.beat_outstanding << ',' << watch_.probe_outstanding << ','
-        << watch_.declared_loss << ',' << watch_.reading_state << ',' << watch_.state_replies << ','
-        << watch_.repoll_s.value_or(-1) << ',' << watch_.hang_published << ','
+    out << "|w" << watch_.heartbeats << ',' << watch_.next_beat << ',' << watch_.next_probe << ','
+        << watch_.beat_outstanding << ',' << watch_.probe_outstanding << ',' << watch_.declared_loss
+        << ',' << watch_.reading_state << ',' << watch_.state_replies << ','
+        << watch_.repoll.value_or(machine_time(-1)) << ',' << watch_.hang_published << ','
         << watch_.awaiting_peer_stacks << ',' << watch_.stacks_asked << ',' << watch_.stacks_acked;
     if (watch_.monitor) {
       out << ',' << watch_.monitor->digest();
@@ -384,7 +384,7 @@ std::string RoundMachine::digest() const {
         << report_->uncounted;
   }
   out << "|e" << close_status_ << ',' << close_outstanding_ << ',' << leave_outstanding_ << ','
-      << leave_deadline_s_.value_or(-1);
+      << leave_deadline_.value_or(machine_time(-1));
   return out.str();
 }
 

@@ -30,6 +30,7 @@
 #include "rendezvous/round/join_policy.hpp"
 #include "rendezvous/round/machine_config.hpp"
 #include "rendezvous/round/machine_io.hpp"
+#include "rendezvous/round/machine_time.hpp"
 #include "rendezvous/round/records.hpp"
 #include "rendezvous/round/round_decisions.hpp"
 #include "rendezvous/round/round_keys.hpp"
@@ -40,12 +41,12 @@ class RoundMachine {
  public:
   explicit RoundMachine(MachineConfig config);
 
-  // Feeds one event that happened at now_s. Effects accumulate until take_effects().
-  void step(const MachineEvent& event, double now_s);
+  // Feeds one event that happened at now. Effects accumulate until take_effects().
+  void step(const MachineEvent& event, MachineTime now);
   std::vector<MachineEffect> take_effects();
 
   // The earliest time the machine wants a TimerFired; nullopt when it only waits for events.
-  std::optional<double> next_deadline() const;
+  std::optional<MachineTime> next_deadline() const;
 
   bool finished() const { return phase_ == Phase::kDone; }
   // The round this node takes part in, once one formed.
@@ -179,7 +180,7 @@ class RoundMachine {
     bool closed_by_me = false;
     bool job_closed = false;
     bool job_succeeded = false;
-    double deadline_s = 0;  // join_timeout, across late rounds
+    MachineTime deadline{};  // join_timeout, across late rounds
     std::optional<JoinStateMachine> decisions;
     int prev_lost = 0;
     int prev_waiting = 0;
@@ -187,9 +188,9 @@ class RoundMachine {
   // Watching a running round.
   struct Watch {
     bool heartbeats = false;
-    double next_beat_s = 0;
-    double next_probe_s = 0;
-    double probe_issued_s = 0;
+    MachineTime next_beat{};
+    MachineTime next_probe{};
+    MachineTime probe_issued{};
     bool beat_outstanding = false;
     bool probe_outstanding = false;
     std::optional<HeartbeatMonitor> monitor;
@@ -198,8 +199,8 @@ class RoundMachine {
     bool reading_state = false;
     int state_replies = 0;
     WakeObservation seen;
-    std::optional<double> repoll_s;
-    double last_answer_s = 0;
+    std::optional<MachineTime> repoll;
+    MachineTime last_answer{};
     bool slowness_reported = false;
     // A hung worker on this node: published in this round; PeersCapturedStacks still owed.
     bool hang_published = false;
@@ -239,57 +240,57 @@ class RoundMachine {
   bool elastic() const { return config_.mode == RoundMode::kDynamic; }
   int participants() const;
 
-  void on_reply(const Pending& pending, const KvResult& result, double now);
-  void on_running_reply(const Pending& pending, const KvResult& result, double now);
-  void on_ending_reply(const Pending& pending, const KvResult& result, double now);
-  void on_kv_error(const Pending& pending, const KvError& error, double now);
-  void on_timer(double now);
-  void on_signal(int signal, double now);
-  void on_workers_stopped(double now);
+  void on_reply(const Pending& pending, const KvResult& result, MachineTime now);
+  void on_running_reply(const Pending& pending, const KvResult& result, MachineTime now);
+  void on_ending_reply(const Pending& pending, const KvResult& result, MachineTime now);
+  void on_kv_error(const Pending& pending, const KvError& error, MachineTime now);
+  void on_timer(MachineTime now);
+  void on_signal(int signal, MachineTime now);
+  void on_workers_stopped(MachineTime now);
 
   // Joining (round_machine_join.cpp).
-  void begin_join(double now);
+  void begin_join(MachineTime now);
   void check_config_reply(const std::string& stored);
-  void begin_dynamic_round(double now);
-  void join_round(uint64_t round, double now);
-  void join_replies_done(double now);
-  void act(const JoinAction& action, double now);
-  void become_late(int participants, double now);
+  void begin_dynamic_round(MachineTime now);
+  void join_round(uint64_t round, MachineTime now);
+  void join_replies_done(MachineTime now);
+  void act(const JoinAction& action, MachineTime now);
+  void become_late(int participants, MachineTime now);
   void join_timed_out(int joined);
-  void begin_static_round(uint64_t round, double now);
+  void begin_static_round(uint64_t round, MachineTime now);
   void publish_assignments(const std::vector<std::optional<std::string>>& records,
                            int64_t restarts);
-  void assignment_read(const std::string& text, double now);
-  void workers_store_known(std::string addr, uint16_t port, double now);
+  void assignment_read(const std::string& text, MachineTime now);
+  void workers_store_known(std::string addr, uint16_t port, MachineTime now);
 
   // Running (round_machine_watch.cpp).
-  void start_round(double now);
-  void watch_timer(double now);
-  void probe_answered(const KvLiveness& liveness, double now);
+  void start_round(MachineTime now);
+  void watch_timer(MachineTime now);
+  void probe_answered(const KvLiveness& liveness, MachineTime now);
   void suspect_loss();
-  void declare_loss(double now);
+  void declare_loss(MachineTime now);
   void read_round_state();
-  void round_state_read(double now);
+  void round_state_read(MachineTime now);
   void hang_detected(const std::string& report);
   void wait_for_peer_hang();
   void capture_for_peer_hang(const std::string& stored_report);
   void stacks_captured();
   void release_hung_worker(bool peers_answered);
   void stop_workers(int signal, AfterStop after);
-  void reform(double now);
+  void reform(MachineTime now);
 
   // Failures, success, ending (round_machine_end.cpp).
   void report_failure(std::vector<WorkerFailure> failures);
-  void report_checks_done();
+  void report_checks_done(MachineTime now);
   void publish_failure();
-  void decision_known(FailureDecision decision, double now);
-  void after_report(double now);
-  void enter_exit_barrier(double now);
+  void decision_known(FailureDecision decision, MachineTime now);
+  void after_report(MachineTime now);
+  void enter_exit_barrier(MachineTime now);
   void fail_job();
   void close_job(int status, std::string reason, std::vector<WorkerFailure> failures);
   void close_later_rounds();
-  void close_step_done(double now);
-  void leave(double now);
+  void close_step_done(MachineTime now);
+  void leave(MachineTime now);
   void leave_step_done();
 
   MachineConfig config_;
@@ -318,7 +319,7 @@ class RoundMachine {
   std::string close_reason_;
   std::vector<WorkerFailure> close_failures_;
   int close_outstanding_ = 0;
-  std::optional<double> leave_deadline_s_;
+  std::optional<MachineTime> leave_deadline_;
   int leave_outstanding_ = 0;
 };
 

@@ -32,7 +32,7 @@ void RoundMachine::report_failure(std::vector<WorkerFailure> failures) {
   publish_failure();
 }
 
-void RoundMachine::report_checks_done() {
+void RoundMachine::report_checks_done(MachineTime now) {
   if (!report_->claimed && report_->lost_seen) {
     report_->uncounted = true;
     signal_ = RoundSignal::kMembershipChange;
@@ -40,7 +40,7 @@ void RoundMachine::report_checks_done() {
            "the workers failed after a node of the round was lost: re-forming, not counted as a "
            "restart");
     if (workers_ == Workers::kNone) {
-      after_report(0);
+      after_report(now);
     }
     return;
   }
@@ -61,7 +61,7 @@ void RoundMachine::publish_failure() {
         Group::kReport);
 }
 
-void RoundMachine::decision_known(FailureDecision decision, double now) {
+void RoundMachine::decision_known(FailureDecision decision, MachineTime now) {
   report_->decision = decision;
   signal_ = decision == FailureDecision::kRestart ? RoundSignal::kRestartRequested
                                                   : RoundSignal::kJobFailed;
@@ -74,7 +74,7 @@ void RoundMachine::decision_known(FailureDecision decision, double now) {
   }
 }
 
-void RoundMachine::after_report(double now) {
+void RoundMachine::after_report(MachineTime now) {
   if (!report_ || (!report_->decision && !report_->uncounted)) {
     return;  // the decision is still being read; it calls back here
   }
@@ -85,12 +85,12 @@ void RoundMachine::after_report(double now) {
   fail_job();
 }
 
-void RoundMachine::enter_exit_barrier(double /*now*/) {
+void RoundMachine::enter_exit_barrier(MachineTime /*now*/) {
   phase_ = Phase::kExitBarrier;
   cancel_group(Group::kReport);
   const uint64_t r = current_->round;
   issue(Step::kExitAdd, KvTakeTicket{keys_.exit_count(r), config_.self.nonce});
-  issue(Step::kExitWait, KvWait{{keys_.exit_done(r)}, to_millis(config_.exit_barrier_timeout_s)});
+  issue(Step::kExitWait, KvWait{{keys_.exit_done(r)}, to_millis(config_.exit_barrier_timeout)});
 }
 
 void RoundMachine::fail_job() {
@@ -143,12 +143,12 @@ void RoundMachine::close_later_rounds() {
         KvMultiSet{std::move(later), std::vector<std::string>(count, error)});
 }
 
-void RoundMachine::close_step_done(double /*now*/) {
+void RoundMachine::close_step_done(MachineTime /*now*/) {
   // An error while closing: leaving is best effort.
   finish(close_status_, close_reason_, close_failures_);
 }
 
-void RoundMachine::leave(double now) {
+void RoundMachine::leave(MachineTime now) {
   phase_ = Phase::kLeaving;
   cancel_group(Group::kWatch);
   cancel_group(Group::kReport);
@@ -158,7 +158,7 @@ void RoundMachine::leave(double now) {
   }
   // Leaving is best effort: a store host that is itself going away must not keep a stopped
   // agent alive, so the exit goes ahead after a short bound.
-  leave_deadline_s_ = now + config_.leave_timeout_s;
+  leave_deadline_ = now + config_.leave_timeout;
   const uint64_t r = current_->round;
   const int n = current_->assignment.group_world_size;
   if (elastic() && signal_ == RoundSignal::kNone && n > 1) {
@@ -180,19 +180,20 @@ void RoundMachine::leave_step_done() {
   finish(close_status_, close_reason_);
 }
 
-void RoundMachine::on_ending_reply(const Pending& pending, const KvResult& result, double now) {
+void RoundMachine::on_ending_reply(const Pending& pending, const KvResult& result,
+                                   MachineTime now) {
   switch (pending.step) {
     // ---- a local failure ----
     case Step::kFailClaimCheck:
       report_->claimed = value_of(result).has_value();
       if (--report_->checks_outstanding == 0) {
-        report_checks_done();
+        report_checks_done(now);
       }
       return;
     case Step::kFailLostCheck:
       report_->lost_seen = counter_of(result) > 0;
       if (--report_->checks_outstanding == 0) {
-        report_checks_done();
+        report_checks_done(now);
       }
       return;
     case Step::kFailAppend:
@@ -202,8 +203,7 @@ void RoundMachine::on_ending_reply(const Pending& pending, const KvResult& resul
       const uint64_t r = current_->round;
       if (value_of(result) != config_.self.nonce) {
         issue(Step::kFailedWait,
-              KvWait{{keys_.failed(r)}, to_millis(config_.settings.close_timeout.count())},
-              Group::kReport);
+              KvWait{{keys_.failed(r)}, to_millis(config_.settings.close_timeout)}, Group::kReport);
         return;
       }
       report_->checks_outstanding = 2;
@@ -266,7 +266,7 @@ void RoundMachine::on_ending_reply(const Pending& pending, const KvResult& resul
       if (!ready_of(result)) {
         notice("exit_barrier",
                "exit barrier: not every node finished within " +
-                   std::to_string(static_cast<int>(config_.exit_barrier_timeout_s)) + " s");
+                   std::to_string(static_cast<int>(config_.exit_barrier_timeout.count())) + " s");
         close_job(kExitSuccess, "workers succeeded", {});
         return;
       }
@@ -344,8 +344,8 @@ void RoundMachine::on_ending_reply(const Pending& pending, const KvResult& resul
       // exit barrier (torchrun #118891). Lost nodes are counted as left by whoever declared
       // them lost.
       if (phase_ == Phase::kClosing && config_.hosts_store && participants() > 1) {
-        issue(Step::kAllLeftWait, KvWait{{keys_.all_left(current_->round)},
-                                         to_millis(config_.settings.close_timeout.count())});
+        issue(Step::kAllLeftWait,
+              KvWait{{keys_.all_left(current_->round)}, to_millis(config_.settings.close_timeout)});
         return;
       }
       finish(close_status_, close_reason_, close_failures_);

@@ -38,8 +38,8 @@ int parse_small_count(const std::string& text, const char* what) {
   return value;
 }
 
-std::string seconds_text(double seconds) {
-  std::string text = std::to_string(seconds);
+std::string seconds_text(common::Seconds seconds) {
+  std::string text = std::to_string(seconds.count());
   text.erase(text.find_last_not_of('0') + 1);
   if (!text.empty() && text.back() == '.') {
     text.pop_back();
@@ -49,7 +49,7 @@ std::string seconds_text(double seconds) {
 
 }  // namespace
 
-void RoundMachine::begin_join(double now) {
+void RoundMachine::begin_join(MachineTime now) {
   if (!config_checked_) {
     phase_ = elastic() ? Phase::kCheckingConfig : Phase::kStaticJoining;
     if (elastic()) {
@@ -100,7 +100,7 @@ void RoundMachine::check_config_reply(const std::string& stored) {
                    std::vector<std::string>(count, "error " + mismatch_message_)});
 }
 
-void RoundMachine::begin_dynamic_round(double /*now*/) {
+void RoundMachine::begin_dynamic_round(MachineTime /*now*/) {
   phase_ = Phase::kJoining;
   join_.replies_outstanding = 1;
   if (current_) {
@@ -117,7 +117,7 @@ void RoundMachine::begin_dynamic_round(double /*now*/) {
   }
 }
 
-void RoundMachine::join_round(uint64_t round, double /*now*/) {
+void RoundMachine::join_round(uint64_t round, MachineTime /*now*/) {
   phase_ = Phase::kJoining;
   join_.round = round;
   join_.slot = 0;
@@ -136,7 +136,7 @@ void RoundMachine::join_round(uint64_t round, double /*now*/) {
   }
 }
 
-void RoundMachine::join_replies_done(double now) {
+void RoundMachine::join_replies_done(MachineTime now) {
   if (join_.job_closed) {
     if (join_.job_succeeded && !current_) {
       // A spare that never took part (torchrun's graceful exit of a redundant node).
@@ -147,17 +147,17 @@ void RoundMachine::join_replies_done(double now) {
     throw RendezvousError(config_.where + " is closed: the job has ended");
   }
   JoinPolicy policy{config_.self.min_nodes, config_.self.max_nodes, join_.expected,
-                    config_.settings.last_call_timeout.count()};
-  join_.decisions.emplace(policy, join_.deadline_s);
+                    config_.settings.last_call_timeout};
+  join_.decisions.emplace(policy, join_.deadline);
   act(join_.decisions->on_joined(join_.slot, now), now);
 }
 
-void RoundMachine::act(const JoinAction& action, double now) {
+void RoundMachine::act(const JoinAction& action, MachineTime now) {
   const uint64_t r = join_.round;
   std::visit(
       common::Overloaded{
           [&](const AwaitClose& a) {
-            issue(Step::kAwaitClose, KvWait{{keys_.closed(r)}, to_millis(a.until_s - now)});
+            issue(Step::kAwaitClose, KvWait{{keys_.closed(r)}, to_millis(a.until - now)});
           },
           [&](const CloseRound& c) {
             // Claim with compare-and-set (exclusive), publish with set.
@@ -172,7 +172,7 @@ void RoundMachine::act(const JoinAction& action, double now) {
             phase_ = Phase::kForming;
             current_ = Formed{r, p.slot, {}, {}, 0};
             signal_ = RoundSignal::kNone;
-            const auto close_wait = to_millis(config_.settings.close_timeout.count());
+            const auto close_wait = to_millis(config_.settings.close_timeout);
             if (join_.closed_by_me) {
               issue(Step::kRecordsWait,
                     KvWait{keys_.for_slots(p.participants, [&](int s) { return keys_.node(r, s); }),
@@ -187,7 +187,7 @@ void RoundMachine::act(const JoinAction& action, double now) {
       action);
 }
 
-void RoundMachine::become_late(int participants, double now) {
+void RoundMachine::become_late(int participants, MachineTime now) {
   // The round closed without us: register as waiting, wake it if it can grow, then wait for
   // its participants to leave it and try the next one.
   phase_ = Phase::kLate;
@@ -199,18 +199,18 @@ void RoundMachine::become_late(int participants, double now) {
     issue(Step::kWakeRound,
           KvMultiSet{std::move(wake_keys), std::vector<std::string>(count, "waiting")});
   }
-  issue(Step::kReformWait, KvWait{{keys_.reform(r)}, to_millis(join_.deadline_s - now)});
+  issue(Step::kReformWait, KvWait{{keys_.reform(r)}, to_millis(join_.deadline - now)});
 }
 
 void RoundMachine::join_timed_out(int joined) {
   throw RendezvousError(config_.where + ": timed out after " +
-                        seconds_text(config_.settings.join_timeout.count()) +
+                        seconds_text(config_.settings.join_timeout) +
                         " s (join_timeout) waiting for " + std::to_string(config_.self.min_nodes) +
                         " nodes to join round " + std::to_string(join_.round) + " (" +
                         std::to_string(joined) + " joined)");
 }
 
-void RoundMachine::begin_static_round(uint64_t round, double now) {
+void RoundMachine::begin_static_round(uint64_t round, MachineTime now) {
   phase_ = Phase::kStaticJoining;
   join_.round = round;
   const int rank = config_.self.rank_hint.value_or(0);
@@ -220,7 +220,7 @@ void RoundMachine::begin_static_round(uint64_t round, double now) {
   NodeRecord record = config_.self;
   record.rank_hint = rank;
   issue(Step::kRecordSet, KvSet{keys_.node(round, slot), encode_node_record(record)});
-  const auto join_wait = to_millis(std::max(join_.deadline_s - now, 0.0));
+  const auto join_wait = to_millis(join_.deadline - now);
   if (rank == 0) {
     issue(Step::kStaticRecordsWait,
           KvWait{keys_.for_slots(nodes, [&](int s) { return keys_.node(round, s); }), join_wait},
@@ -260,7 +260,7 @@ void RoundMachine::publish_assignments(const std::vector<std::optional<std::stri
   }
 }
 
-void RoundMachine::assignment_read(const std::string& text, double now) {
+void RoundMachine::assignment_read(const std::string& text, MachineTime now) {
   const Assignment assignment = decode_assignment(text);
   if (!current_ || current_->round != join_.round) {
     current_ = Formed{join_.round, join_.slot, {}, {}, 0};
@@ -272,18 +272,18 @@ void RoundMachine::assignment_read(const std::string& text, double now) {
   } else if (assignment.group_rank == 0) {
     emit(HostWorkersStore{current_->round});
   } else {
-    issue(Step::kMasterWait, KvWait{{keys_.master(current_->round)},
-                                    to_millis(config_.settings.close_timeout.count())});
+    issue(Step::kMasterWait,
+          KvWait{{keys_.master(current_->round)}, to_millis(config_.settings.close_timeout)});
   }
 }
 
-void RoundMachine::workers_store_known(std::string addr, uint16_t port, double now) {
+void RoundMachine::workers_store_known(std::string addr, uint16_t port, MachineTime now) {
   current_->master_addr = std::move(addr);
   current_->master_port = port;
   start_round(now);
 }
 
-void RoundMachine::on_reply(const Pending& pending, const KvResult& result, double now) {
+void RoundMachine::on_reply(const Pending& pending, const KvResult& result, MachineTime now) {
   const uint64_t r = join_.round;
   switch (pending.step) {
     // ---- the --nnodes check ----
@@ -374,7 +374,7 @@ void RoundMachine::on_reply(const Pending& pending, const KvResult& result, doub
         issue(Step::kClosedSet, KvSet{keys_.closed(r), std::to_string(pending.aux)});
         act(join_.decisions->on_closed(static_cast<int>(pending.aux)), now);
       } else {
-        act(AwaitClose{join_.deadline_s}, now);
+        act(AwaitClose{join_.deadline}, now);
       }
       return;
     case Step::kClosedSet:
@@ -395,7 +395,7 @@ void RoundMachine::on_reply(const Pending& pending, const KvResult& result, doub
       return;
     case Step::kReformWait:
       require_ready(result, config_.where,
-                    "timed out after " + seconds_text(config_.settings.join_timeout.count()) +
+                    "timed out after " + seconds_text(config_.settings.join_timeout) +
                         " s (join_timeout) waiting as a spare for round " + std::to_string(r) +
                         " to end");
       issue(Step::kRoundAdvanceLate,
@@ -431,7 +431,7 @@ void RoundMachine::on_reply(const Pending& pending, const KvResult& result, doub
       const auto present =
           std::count_if(values.begin(), values.end(), [](const auto& v) { return v.has_value(); });
       const std::string message = config_.where + ": timed out after " +
-                                  seconds_text(config_.settings.join_timeout.count()) +
+                                  seconds_text(config_.settings.join_timeout) +
                                   " s (join_timeout): " + std::to_string(present) + " of " +
                                   std::to_string(pending.aux) + " nodes (--nnodes) joined";
       auto assign_keys = keys_.for_slots(static_cast<int>(pending.aux),
@@ -479,9 +479,8 @@ void RoundMachine::on_reply(const Pending& pending, const KvResult& result, doub
       require_ready(
           result, config_.where,
           "no rank assignment for round " + std::to_string(r) + " within " +
-              (elastic()
-                   ? seconds_text(config_.settings.close_timeout.count()) + " s (close_timeout)"
-                   : seconds_text(config_.settings.join_timeout.count()) + " s (join_timeout)"));
+              (elastic() ? seconds_text(config_.settings.close_timeout) + " s (close_timeout)"
+                         : seconds_text(config_.settings.join_timeout) + " s (join_timeout)"));
       issue(Step::kAssignRead, KvGet{keys_.assignment(r, join_.slot)});
       return;
     case Step::kAssignRead:

@@ -14,7 +14,7 @@ namespace {
 constexpr int kSigterm = 15;
 }  // namespace
 
-void RoundMachine::start_round(double now) {
+void RoundMachine::start_round(MachineTime now) {
   const Formed& f = *current_;
   phase_ = Phase::kRunning;
   workers_ = Workers::kRunning;
@@ -40,12 +40,12 @@ void RoundMachine::start_round(double now) {
   emit(StartWorkers{info});
 
   watch_ = Watch{};
-  watch_.last_answer_s = now;
+  watch_.last_answer = now;
   const int n = f.assignment.group_world_size;
   if (n == 1 && config_.self.max_nodes == 1) {
     return;  // alone and full: nothing can interrupt this round but this node itself
   }
-  issue(Step::kWakeWait, KvWait{{keys_.wake(f.round, f.slot)}, to_millis(config_.wake_wait_s)},
+  issue(Step::kWakeWait, KvWait{{keys_.wake(f.round, f.slot)}, to_millis(config_.wake_wait)},
         Group::kWatch);
   if (config_.captures_stacks_for_peers && n > 1) {
     wait_for_peer_hang();
@@ -53,45 +53,45 @@ void RoundMachine::start_round(double now) {
   if (elastic() && n > 1) {
     watch_.heartbeats = true;
     const auto& s = config_.settings;
-    watch_.monitor.emplace(s.keep_alive_interval.count(), s.keep_alive_max_attempt, now);
-    watch_.next_beat_s = now;
-    watch_.next_probe_s = now + watch_.monitor->check_period_s();
+    watch_.monitor.emplace(s.keep_alive_interval, s.keep_alive_max_attempt, now);
+    watch_.next_beat = now;
+    watch_.next_probe = now + watch_.monitor->check_period();
     watch_timer(now);
   }
 }
 
-void RoundMachine::watch_timer(double now) {
+void RoundMachine::watch_timer(MachineTime now) {
   const Formed& f = *current_;
   if (watch_.heartbeats) {
-    if (now >= watch_.next_beat_s) {
+    if (now >= watch_.next_beat) {
       if (!watch_.beat_outstanding) {
         issue(Step::kBeat, KvBeat{keys_.heartbeat(f.round, f.slot)}, Group::kWatch);
         watch_.beat_outstanding = true;
       }
-      watch_.next_beat_s = now + config_.settings.keep_alive_interval.count();
+      watch_.next_beat = now + config_.settings.keep_alive_interval;
     }
-    if (watch_.monitor && !watch_.declared_loss && now >= watch_.next_probe_s) {
+    if (watch_.monitor && !watch_.declared_loss && now >= watch_.next_probe) {
       if (!watch_.probe_outstanding) {
         issue(Step::kProbe, KvProbe{keys_.heartbeat(f.round, f.assignment.neighbor_slot)},
               Group::kWatch);
         watch_.probe_outstanding = true;
-        watch_.probe_issued_s = now;
+        watch_.probe_issued = now;
       }
-      watch_.next_probe_s = now + watch_.monitor->check_period_s();
+      watch_.next_probe = now + watch_.monitor->check_period();
     }
   }
-  if (watch_.repoll_s && now >= *watch_.repoll_s) {
-    watch_.repoll_s.reset();
+  if (watch_.repoll && now >= *watch_.repoll) {
+    watch_.repoll.reset();
     read_round_state();
   }
 }
 
-void RoundMachine::probe_answered(const KvLiveness& liveness, double now) {
+void RoundMachine::probe_answered(const KvLiveness& liveness, MachineTime now) {
   watch_.probe_outstanding = false;
   if (!watch_.monitor || watch_.declared_loss) {
     return;
   }
-  if (now - watch_.probe_issued_s > watch_.monitor->check_period_s()) {
+  if (now - watch_.probe_issued > watch_.monitor->check_period()) {
     watch_.monitor->forgive(now);  // the store stalled, not the peer
   }
   bool lost = false;
@@ -113,7 +113,7 @@ void RoundMachine::suspect_loss() {
   issue(Step::kLossCheckExit, KvCountTickets{keys_.exit_count(current_->round)}, Group::kWatch);
 }
 
-void RoundMachine::declare_loss(double /*now*/) {
+void RoundMachine::declare_loss(MachineTime /*now*/) {
   const Formed& f = *current_;
   const uint64_t r = f.round;
   const int n = f.assignment.group_world_size;
@@ -145,14 +145,14 @@ void RoundMachine::read_round_state() {
   issue(Step::kStateWaiting, KvCountTickets{keys_.waiting(r)}, Group::kWatch);
 }
 
-void RoundMachine::round_state_read(double now) {
+void RoundMachine::round_state_read(MachineTime now) {
   watch_.reading_state = false;
   watch_.seen.participants = participants();
   watch_.seen.max_nodes = config_.self.max_nodes;
   const RoundSignal decided = decide_round_signal(watch_.seen);
   if (decided == RoundSignal::kNone) {
     // Nothing to act on yet (the wake-up raced the state it announces): look again shortly.
-    watch_.repoll_s = now + config_.settings.keep_alive_interval.count();
+    watch_.repoll = now + config_.settings.keep_alive_interval;
     return;
   }
   // Local worker state comes first: a local failure being reported, or workers that already
@@ -193,16 +193,17 @@ void RoundMachine::stop_workers(int signal, AfterStop after) {
   emit(StopWorkers{signal});
 }
 
-void RoundMachine::reform(double now) {
+void RoundMachine::reform(MachineTime now) {
   cancel_group(Group::kWatch);
   cancel_group(Group::kReport);
   report_.reset();
   watch_ = Watch{};
-  join_.deadline_s = now + config_.settings.join_timeout.count();
+  join_.deadline = now + config_.settings.join_timeout;
   begin_join(now);
 }
 
-void RoundMachine::on_running_reply(const Pending& pending, const KvResult& result, double now) {
+void RoundMachine::on_running_reply(const Pending& pending, const KvResult& result,
+                                    MachineTime now) {
   switch (pending.step) {
     case Step::kBeat:
       watch_.beat_outstanding = false;
@@ -248,7 +249,7 @@ void RoundMachine::on_running_reply(const Pending& pending, const KvResult& resu
         read_round_state();
       } else {
         issue(Step::kWakeWait,
-              KvWait{{keys_.wake(current_->round, current_->slot)}, to_millis(config_.wake_wait_s)},
+              KvWait{{keys_.wake(current_->round, current_->slot)}, to_millis(config_.wake_wait)},
               Group::kWatch);
       }
       return;
@@ -318,7 +319,7 @@ void RoundMachine::hang_detected(const std::string& report) {
   issue(Step::kHangPublish, KvSet{keys_.hang(r), report}, Group::kWatch);
   issue(Step::kHangAcksWait,
         KvWait{keys_.for_slots(participants(), [&](int slot) { return keys_.hang_ack(r, slot); }),
-               to_millis(config_.peer_stacks_wait_s)},
+               to_millis(config_.peer_stacks_wait)},
         Group::kWatch);
 }
 
@@ -329,14 +330,14 @@ void RoundMachine::release_hung_worker(bool peers_answered) {
   watch_.awaiting_peer_stacks = false;
   if (!peers_answered) {
     notice("hang_stacks", "not every other node captured its stacks within " +
-                              std::to_string(static_cast<int>(config_.peer_stacks_wait_s)) +
+                              std::to_string(static_cast<int>(config_.peer_stacks_wait.count())) +
                               " s; signalling the hung worker anyway");
   }
   emit(PeersCapturedStacks{});
 }
 
 void RoundMachine::wait_for_peer_hang() {
-  issue(Step::kHangWait, KvWait{{keys_.hang(current_->round)}, to_millis(config_.wake_wait_s)},
+  issue(Step::kHangWait, KvWait{{keys_.hang(current_->round)}, to_millis(config_.wake_wait)},
         Group::kWatch);
 }
 

@@ -19,6 +19,7 @@
 #include "agent/workers/worker_process.hpp"
 
 using namespace ddprun::agent;
+using ddprun::rendezvous::round::unix_time;
 
 namespace {
 
@@ -264,8 +265,8 @@ TEST_CASE("group state applies gang semantics") {
 }
 
 TEST_CASE("failure summary has torchrun's layout with the job-wide root cause") {
-  WorkerFailure root{1000.0, "127.0.0.3", 2, 0, 3, 11, "", "boom"};
-  WorkerFailure other{1001.0, "127.0.0.2", 0, 0, -15, 12, "/e.json", "line1\nline2"};
+  WorkerFailure root{unix_time(1000.0), "127.0.0.3", 2, 0, 3, 11, "", "boom"};
+  WorkerFailure other{unix_time(1001.0), "127.0.0.2", 0, 0, -15, 12, "/e.json", "line1\nline2"};
   const std::string text = format_failure_summary("train.py", {root, other});
   CHECK(text.find("train.py FAILED") != std::string::npos);
   CHECK(text.find("\n=====") != std::string::npos);
@@ -287,7 +288,7 @@ TEST_CASE("failure summary has torchrun's layout with the job-wide root cause") 
 TEST_CASE("failure summary of several failed ranks is torchrun 2.13's, byte for byte") {
   // What torchrun 2.13 printed for `torchrun --standalone --nproc-per-node 3 ./sub/fail.py`
   // where local ranks 1 and 2 exit 3, times aside.
-  const WorkerFailure rank1{1000.25,
+  const WorkerFailure rank1{unix_time(1000.25),
                             "localhost",
                             1,
                             1,
@@ -297,11 +298,11 @@ TEST_CASE("failure summary of several failed ranks is torchrun 2.13's, byte for 
                             "To enable traceback see: "
                             "https://pytorch.org/docs/stable/elastic/errors.html"};
   WorkerFailure rank2 = rank1;
-  rank2.timestamp_s = 1000.5;
+  rank2.timestamp = unix_time(1000.5);
   rank2.global_rank = 2;
   rank2.local_rank = 2;
   rank2.pid = 12580;
-  const std::string time = format_failure_time(1000.25);
+  const std::string time = format_failure_time(unix_time(1000.25));
   const std::string expected =
       "\n============================================================\n"
       "./sub/fail.py FAILED\n"
@@ -350,14 +351,15 @@ TEST_CASE("error files in torchrun's format") {
       R"({"message": {"message": "ValueError: bad", "extraInfo": {"py_callstack": "Traceback...", "timestamp": "1700000000"}}})");
   REQUIRE(parsed);
   CHECK(parsed->message == "Traceback...");
-  CHECK(parsed->timestamp_s == Approx(1700000000.0));
+  REQUIRE(parsed->timestamp);
+  CHECK(parsed->timestamp->time_since_epoch().count() == Approx(1700000000.0));
   CHECK(parse_error_file(R"({"message": "plain"})")->message == "plain");
   CHECK_FALSE(parse_error_file("not json"));
   CHECK_FALSE(parse_error_file(R"([1,2])"));
   auto copied = nlohmann::json::parse(
-      agent_error_file_json(R"({"message": {"message": "m"}})", "ignored", 1.0, 3));
+      agent_error_file_json(R"({"message": {"message": "m"}})", "ignored", unix_time(1.0), 3));
   CHECK(copied["message"]["errorCode"] == 3);
-  auto made = nlohmann::json::parse(agent_error_file_json("", "Signal 9", 5.0, -9));
+  auto made = nlohmann::json::parse(agent_error_file_json("", "Signal 9", unix_time(5.0), -9));
   CHECK(made["message"]["message"] == "Signal 9");
   CHECK(made["message"]["extraInfo"]["timestamp"] == "5");
 }

@@ -125,7 +125,7 @@ dist.destroy_process_group()
   CHECK(rank["signal"] == SIGKILL);
 
   // Killed within the watchdog's own bounds of the expiry (2 s after entering the scope): this
-  // node's capture (kHangCaptureLimit), then the other node's (peer_stacks_wait_s). Both are
+  // node's capture (kHangCaptureLimit), then the other node's (peer_stacks_wait). Both are
   // about a second on an idle machine; the figure is recorded, the bound is what is promised.
   const double entered = std::stod(read_file(dir / "enter-1"));
   const auto failures = events_named(dir / ("events-" + hung_node), "failure");
@@ -134,8 +134,9 @@ dist.destroy_process_group()
   const double killed = failures.front()["time"].get<double>() - (entered + 2.0);
   record("file timer: expiry -> hang reported " + std::to_string(reported) +
          " s, -> kill observed " + std::to_string(killed) + " s");
-  const double bound = std::chrono::duration<double>(ddprun::agent::kHangCaptureLimit).count() +
-                       ddprun::rendezvous::round::MachineConfig{}.peer_stacks_wait_s;
+  const double bound = (std::chrono::duration<double>(ddprun::agent::kHangCaptureLimit) +
+                        ddprun::rendezvous::round::MachineConfig{}.peer_stacks_wait)
+                           .count();
   CHECK(killed < bound);
   CHECK(failures.front()["exit_code"] == -SIGKILL);
 

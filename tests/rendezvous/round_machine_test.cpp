@@ -10,7 +10,7 @@
 //  - workers: never started twice in a round, never while others run, never left running;
 //  - hangs: a node is asked once per round for its stacks, and a hung worker is released only
 //    after its node reported it (and, being otherwise stuck, its node still finishes); without
-//    a crash or a signal every node answers, so no hang waits out peer_stacks_wait_s.
+//    a crash or a signal every node answers, so no hang waits out peer_stacks_wait.
 // And in every final state: every node that did not crash finished (nobody hangs), with 0, 1 or
 // 128+15, and with 0 when no fault was injected.
 
@@ -95,7 +95,11 @@ TEST_CASE("model: a hung worker waits for the other nodes' stacks, then fails an
 }
 
 TEST_CASE("model: four nodes") {
-  check(dynamic({.name = "4 of 4", .nodes = 4, .min_nodes = 4, .max_nodes = 4, .work_s = 1}));
+  check(dynamic({.name = "4 of 4",
+                 .nodes = 4,
+                 .min_nodes = 4,
+                 .max_nodes = 4,
+                 .work = ddprun::common::Seconds(1)}));
 }
 
 // Larger worlds: minutes each. Run by hand: round_machine_test "[.large]".

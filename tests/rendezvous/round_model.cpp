@@ -72,12 +72,12 @@ World::World(const Scenario& scenario)
     config.settings.keep_alive_interval = ddprun::common::Seconds(4);
     config.settings.keep_alive_max_attempt = 2;
     config.settings.read_timeout = ddprun::common::Seconds(30);
-    config.exit_barrier_timeout_s = 30;
+    config.exit_barrier_timeout = ddprun::common::Seconds(30);
     config.where = "rendezvous 'job' at model";
     config.static_master_addr = "node0";
     config.static_master_port = 29500;
-    config.wake_wait_s = 1000;
-    config.peer_stacks_wait_s = 5;
+    config.wake_wait = ddprun::common::Seconds(1000);
+    config.peer_stacks_wait = ddprun::common::Seconds(5);
     config.captures_stacks_for_peers = scenario.hangs > 0;
     nodes_[static_cast<std::size_t>(i)].machine.emplace(std::move(config));
   }
@@ -185,8 +185,7 @@ void World::absorb(int index) {
             [&](IssueKv& issue) {
               if (auto* wait = std::get_if<KvWait>(&issue.op)) {
                 node.waits.push_back(
-                    WaitOp{issue.id, wait->keys,
-                           now_ + static_cast<double>(wait->timeout.count()) / 1000.0});
+                    WaitOp{issue.id, wait->keys, now_ + ddprun::common::Seconds(wait->timeout)});
               } else {
                 node.queue.push_back(std::move(issue));
               }
@@ -230,7 +229,7 @@ void World::absorb(int index) {
               rec.base_of_group_rank[r.group_rank] = r.base_global_rank;
               node.workers = SimNode::Workers::kRunning;
               node.running = r;
-              node.running_since_s = now_;
+              node.running_since = now_;
             },
             [&](StopWorkers&) {
               node.release_owed = false;  // stopping the group ends the hang too
@@ -291,7 +290,7 @@ std::vector<std::function<void(World&)>> World::actions() const {
     }
     for (const WaitOp& wait : node.waits) {
       const bool ready = keys_exist(wait.keys);
-      if (ready || wait.deadline_s <= now_) {
+      if (ready || wait.deadline <= now_) {
         protocol = true;
         const uint64_t id = wait.id;
         out.push_back([i, id, ready](World& w) {
@@ -331,7 +330,7 @@ std::vector<std::function<void(World&)>> World::actions() const {
         n.hung = false;  // killed; the others stop on the machine's StopWorkers
         n.released = false;
         WorkerFailure f;
-        f.timestamp_s = w.now_;
+        f.timestamp = UnixTime{w.now_.time_since_epoch()};
         f.host = "node" + std::to_string(i);
         f.global_rank = n.running->base_global_rank;
         f.exit_code = -9;
@@ -383,7 +382,7 @@ std::vector<std::function<void(World&)>> World::actions() const {
           --w.failures_left_;
           SimNode& n = w.nodes_[static_cast<std::size_t>(i)];
           WorkerFailure f;
-          f.timestamp_s = w.now_;
+          f.timestamp = UnixTime{w.now_.time_since_epoch()};
           f.host = "node" + std::to_string(i);
           f.global_rank = n.running->base_global_rank;
           f.local_rank = 0;
@@ -413,40 +412,40 @@ std::vector<std::function<void(World&)>> World::actions() const {
       });
     }
   }
-  double time_cap = s.horizon_s;
+  MachineTime time_cap = kModelStart + s.horizon;
   for (const SimNode& node : nodes_) {
     if (node.crashed || node.finish) {
       continue;
     }
     if (node.workers == SimNode::Workers::kRunning && !node.hung) {
-      time_cap = std::min(time_cap, node.running_since_s + s.work_s);
+      time_cap = std::min(time_cap, node.running_since + s.work);
     }
     if (!node.started) {
-      time_cap = std::min(time_cap, s.late_by_s);
+      time_cap = std::min(time_cap, kModelStart + s.late_by);
     }
   }
   if (!protocol) {
     if (auto t = next_time(); t && *t <= time_cap) {
-      const double when = *t;
+      const MachineTime when = *t;
       out.push_back([when](World& w) { w.now_ = when; });
     }
   }
   return out;
 }
 
-std::optional<double> World::next_time() const {
-  std::optional<double> t;
+std::optional<MachineTime> World::next_time() const {
+  std::optional<MachineTime> t;
   for (const SimNode& node : nodes_) {
     if (node.crashed || !node.started || node.finish) {
       continue;
     }
-    auto consider = [&](double d) {
+    auto consider = [&](MachineTime d) {
       if (d > now_ && (!t || d < *t)) {
         t = d;
       }
     };
     for (const auto& w : node.waits) {
-      consider(w.deadline_s);
+      consider(w.deadline);
     }
     if (auto d = node.machine->next_deadline()) {
       consider(*d);
@@ -561,7 +560,7 @@ uint64_t World::digest() const {
       out << op_text(q.op) << ',';
     }
     for (const auto& w : node.waits) {
-      out << (w.keys.empty() ? "" : w.keys.front()) << '@' << w.deadline_s << ',';
+      out << (w.keys.empty() ? "" : w.keys.front()) << '@' << w.deadline << ',';
     }
   }
   for (const auto& [round, rec] : rounds_) {

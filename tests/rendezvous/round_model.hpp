@@ -20,6 +20,8 @@
 #include <variant>
 #include <vector>
 
+#include "common/seconds.hpp"
+#include "rendezvous/round/machine_time.hpp"
 #include "rendezvous/round/round_machine.hpp"
 
 namespace ddprun::rendezvous::round::model {
@@ -41,12 +43,13 @@ struct Scenario {
   int hangs = 0;
   // Nodes allowed to crash / fail / be signalled (empty: any).
   std::set<int> faulty{};
-  double horizon_s = 300;
+  // How far the clock may run from the start of the run (time 0).
+  common::Seconds horizon{300};
   // Workers end (succeed or fail) within this long of their start, and late nodes start by
-  // late_by_s: the clock does not pass these points before the environment acts, which keeps
+  // late_by: the clock does not pass these points before the environment acts, which keeps
   // the explored time short without losing an ordering of events.
-  double work_s = 2;
-  double late_by_s = 12;
+  common::Seconds work{2};
+  common::Seconds late_by{12};
   // Environment events (worker outcomes, faults, late starts) only when no store op or due
   // timer is pending, instead of between any two ops: for the larger worlds.
   bool env_at_quiescence = false;
@@ -56,7 +59,7 @@ struct Scenario {
 struct WaitOp {
   uint64_t id = 0;
   std::vector<std::string> keys;
-  double deadline_s = 0;
+  MachineTime deadline{};
 };
 
 struct SimNode {
@@ -67,7 +70,7 @@ struct SimNode {
   std::vector<WaitOp> waits;
   enum class Workers { kNone, kRunning, kStopping } workers = Workers::kNone;
   std::optional<RoundInfo> running;  // the round whose workers run
-  double running_since_s = 0;
+  MachineTime running_since{};
   std::optional<Finish> finish;
   std::set<uint64_t> rounds_started;
   bool hosting_requested = false;
@@ -107,10 +110,13 @@ class World {
   void deliver(int node, const MachineEvent& event);
   KvResult execute(const KvOp& op);
   bool keys_exist(const std::vector<std::string>& keys) const;
-  std::optional<double> next_time() const;
+  std::optional<MachineTime> next_time() const;
 
   const Scenario* scenario_;
-  double now_ = 0;
+  // The model's clock starts far from the steady clock's epoch, as a real one does, so that a
+  // time the machine makes up (a zero) shows as long past instead of as a plausible deadline.
+  static constexpr MachineTime kModelStart = machine_time(1e6);
+  MachineTime now_{kModelStart};
   std::map<std::string, std::string> store_;
   std::map<std::string, int> writes_;  // per key, how often it was written
   std::vector<SimNode> nodes_;

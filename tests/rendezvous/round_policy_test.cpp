@@ -7,6 +7,7 @@
 #include "rendezvous/backends/store_host.hpp"
 #include "rendezvous/round/heartbeat_monitor.hpp"
 #include "rendezvous/round/join_policy.hpp"
+#include "rendezvous/round/machine_time.hpp"
 #include "rendezvous/round/records.hpp"
 #include "rendezvous/round/round_decisions.hpp"
 #include "rendezvous/round/round_settings.hpp"
@@ -17,7 +18,7 @@ using ddprun::common::Seconds;
 
 namespace {
 
-JoinPolicy policy(int min_nodes, int max_nodes, int expected = 0, double last_call = 30) {
+JoinPolicy policy(int min_nodes, int max_nodes, int expected = 0, Seconds last_call = Seconds(30)) {
   return JoinPolicy{min_nodes, max_nodes, expected, last_call};
 }
 
@@ -40,10 +41,10 @@ NodeRecord node(std::string addr, int64_t pid, std::optional<int> hint = std::nu
   return r;
 }
 
-WorkerFailure failure(double timestamp, std::string host, int rank, int exit_code,
+WorkerFailure failure(double unix_seconds, std::string host, int rank, int exit_code,
                       std::string message) {
   WorkerFailure f;
-  f.timestamp_s = timestamp;
+  f.timestamp = unix_time(unix_seconds);
   f.host = std::move(host);
   f.global_rank = rank;
   f.exit_code = exit_code;
@@ -66,91 +67,91 @@ void check_settings(const RdzvSettings& actual, const RdzvSettings& expected) {
 }  // namespace
 
 TEST_CASE("join: the slot that reaches MAX closes the round at once") {
-  JoinStateMachine m(policy(2, 3), 600);
-  const auto close = as<CloseRound>(m.on_joined(3, 1.0));
+  JoinStateMachine m(policy(2, 3), machine_time(600));
+  const auto close = as<CloseRound>(m.on_joined(3, machine_time(1.0)));
   CHECK(close.participants == 3);
   CHECK(as<BecomeParticipant>(m.on_closed(3)).slot == 3);
 }
 
 TEST_CASE("join: below MIN waits for the join deadline, then times out") {
-  JoinStateMachine m(policy(3, 3), 100);
-  CHECK(as<AwaitClose>(m.on_joined(1, 0.0)).until_s == 100);
+  JoinStateMachine m(policy(3, 3), machine_time(100));
+  CHECK(as<AwaitClose>(m.on_joined(1, machine_time(0.0))).until == machine_time(100));
   // An early return of the wait is not a timeout.
-  CHECK(as<AwaitClose>(m.on_wait_expired(50)).until_s == 100);
-  CHECK(as<JoinTimedOut>(m.on_wait_expired(100)).min_nodes == 3);
+  CHECK(as<AwaitClose>(m.on_wait_expired(machine_time(50))).until == machine_time(100));
+  CHECK(as<JoinTimedOut>(m.on_wait_expired(machine_time(100))).min_nodes == 3);
 }
 
 TEST_CASE("join: the MIN-th node runs the last call, then closes with who joined") {
-  JoinStateMachine m(policy(2, 4, 0, 30), 600);
-  CHECK(as<AwaitClose>(m.on_joined(2, 10.0)).until_s == 40);
-  CHECK(as<AwaitClose>(m.on_wait_expired(20)).until_s == 40);  // spurious
-  as<ReadJoinedCount>(m.on_wait_expired(40));
+  JoinStateMachine m(policy(2, 4, 0, Seconds(30)), machine_time(600));
+  CHECK(as<AwaitClose>(m.on_joined(2, machine_time(10.0))).until == machine_time(40));
+  CHECK(as<AwaitClose>(m.on_wait_expired(machine_time(20))).until == machine_time(40));  // spurious
+  as<ReadJoinedCount>(m.on_wait_expired(machine_time(40)));
   CHECK(as<CloseRound>(m.on_joined_count(3)).participants == 3);
   CHECK(as<BecomeParticipant>(m.on_closed(3)).participants == 3);
 }
 
 TEST_CASE("join: the last call never outlives the join deadline") {
-  JoinStateMachine m(policy(1, 4, 0, 30), 15);
-  CHECK(as<AwaitClose>(m.on_joined(1, 10.0)).until_s == 15);
-  as<ReadJoinedCount>(m.on_wait_expired(15));
+  JoinStateMachine m(policy(1, 4, 0, Seconds(30)), machine_time(15));
+  CHECK(as<AwaitClose>(m.on_joined(1, machine_time(10.0))).until == machine_time(15));
+  as<ReadJoinedCount>(m.on_wait_expired(machine_time(15)));
   // More joiners than MAX by the time the counter is read: the round takes MAX.
   CHECK(as<CloseRound>(m.on_joined_count(9)).participants == 4);
 }
 
 TEST_CASE("join: an expected count (survivors + waiting) closes without a last call") {
-  JoinStateMachine m(policy(1, 4, 2), 600);
+  JoinStateMachine m(policy(1, 4, 2), machine_time(600));
   CHECK(m.close_target() == 2);
-  CHECK(as<CloseRound>(m.on_joined(2, 0)).participants == 2);
-  JoinStateMachine low(policy(2, 4, 1), 600);
+  CHECK(as<CloseRound>(m.on_joined(2, machine_time(0))).participants == 2);
+  JoinStateMachine low(policy(2, 4, 1), machine_time(600));
   CHECK(low.close_target() == 2);  // never below MIN
-  CHECK(std::holds_alternative<AwaitClose>(low.on_joined(1, 0)));
+  CHECK(std::holds_alternative<AwaitClose>(low.on_joined(1, machine_time(0))));
 }
 
 TEST_CASE("join: a slot past the closed count (or past MAX) is late") {
-  JoinStateMachine over(policy(1, 2), 600);
-  CHECK(as<AwaitClose>(over.on_joined(3, 0)).until_s == 600);
+  JoinStateMachine over(policy(1, 2), machine_time(600));
+  CHECK(as<AwaitClose>(over.on_joined(3, machine_time(0))).until == machine_time(600));
   CHECK(as<BecomeLate>(over.on_closed(2)).participants == 2);
   // The last call closed the round at 2 just before this node took slot 3.
-  JoinStateMachine third(policy(2, 4, 0, 1), 600);
-  as<AwaitClose>(third.on_joined(3, 0));
+  JoinStateMachine third(policy(2, 4, 0, Seconds(1)), machine_time(600));
+  as<AwaitClose>(third.on_joined(3, machine_time(0)));
   CHECK(as<BecomeLate>(third.on_closed(2)).participants == 2);
 }
 
 TEST_CASE("heartbeat: a peer that stops is lost within interval x max_attempt") {
-  const double interval = 5;
-  HeartbeatMonitor m(interval, 3, 0);
-  double t = 0;
+  const Seconds interval(5);
+  HeartbeatMonitor m(interval, 3, machine_time(0));
+  MachineTime t = machine_time(0);
   int64_t counter = 0;
   // Healthy: beats every interval (with some jitter); checks every check_period.
-  for (; t < 100; t += m.check_period_s()) {
-    if (static_cast<int64_t>(t / (interval + 0.3)) > counter) {
+  for (; t < machine_time(100); t += m.check_period()) {
+    if (static_cast<int64_t>(t.time_since_epoch() / (interval + Seconds(0.3))) > counter) {
       ++counter;
     }
     REQUIRE_FALSE(m.observe(counter, t));
   }
   // The peer dies just after its last beat: detected by death + 3 x interval.
-  const double death = t;
+  const MachineTime death = t;
   ++counter;
   REQUIRE_FALSE(m.observe(counter, t));
-  double detected = -1;
-  for (t += m.check_period_s(); t < death + 60; t += m.check_period_s()) {
+  MachineTime detected = machine_time(-1);
+  for (t += m.check_period(); t < death + Seconds(60); t += m.check_period()) {
     if (m.observe(counter, t)) {
       detected = t;
       break;
     }
   }
-  REQUIRE(detected > 0);
-  CHECK(detected - death <= interval * 3 + 1e-9);
-  CHECK(detected - death >= interval + m.check_period_s());
-  CHECK(m.observe(counter + 5, detected + 1));  // lost stays lost
+  REQUIRE(detected > machine_time(0));
+  CHECK(detected - death <= interval * 3 + Seconds(1e-9));
+  CHECK(detected - death >= interval + m.check_period());
+  CHECK(m.observe(counter + 5, detected + Seconds(1)));  // lost stays lost
 }
 
 TEST_CASE("heartbeat: never declared lost while the counter moves, even slowly at max_attempt 1") {
-  HeartbeatMonitor m(1.0, 1, 0);
+  HeartbeatMonitor m(Seconds(1.0), 1, machine_time(0));
   int64_t counter = 0;
-  for (double t = 0; t < 50; t += m.check_period_s()) {
-    if (static_cast<int64_t>(t / 1.2) > counter) {
-      counter = static_cast<int64_t>(t / 1.2);
+  for (MachineTime t = machine_time(0); t < machine_time(50); t += m.check_period()) {
+    if (static_cast<int64_t>(t.time_since_epoch() / Seconds(1.2)) > counter) {
+      counter = static_cast<int64_t>(t.time_since_epoch() / Seconds(1.2));
     }
     REQUIRE_FALSE(m.observe(counter, t));
   }
