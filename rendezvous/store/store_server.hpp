@@ -17,9 +17,6 @@ struct StoreServerOptions {
   std::string host = "0.0.0.0";
   uint16_t port = 0;  // 0 picks a free port
   StoreLimits limits;
-  // Accepted for compatibility; the store's state lives on one event-loop thread, which is
-  // what serialises every operation (as in PyTorch's libuv server).
-  int threads = 1;
   // What a connection that does not open with VALIDATE speaks: G0 (PyTorch <= 2.0, the
   // default) or G1 (2.1). Their opcodes clash, so this cannot be detected from the bytes.
   WireGeneration legacy_generation = WireGeneration::g0;
