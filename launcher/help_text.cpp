@@ -67,7 +67,26 @@ constexpr std::string_view kClosing =
     "  ddprun --nnodes 2 --nproc-per-node gpu --rdzv-backend c10d --rdzv-endpoint node1:29400 \\\n"
     "         --rdzv-id job42 train.py --epochs 3\n"
     "  srun --nodes 2 --ntasks-per-node 1 ddprun train\n"
-    "  ddprun --print-config --nnodes 1:4 -m mypkg.train\n";
+    "  ddprun --print-config --nnodes 1:4 -m mypkg.train\n"
+    "  ddprun stacks --rdzv-backend c10d --rdzv-endpoint node1:29400 --rdzv-id job42\n"
+    "\n"
+    "`ddprun stacks --help`: every rank's stacks of a running job, on demand.\n";
+
+constexpr std::string_view kStacksHelp =
+    "usage: ddprun stacks --rdzv-backend B --rdzv-endpoint HOST:PORT --rdzv-id ID [OPTIONS]\n"
+    "\n"
+    "Asks every node of a running job for its workers' stacks, from any machine that reaches\n"
+    "the job's rendezvous, and prints where each node wrote them. Each agent captures them as\n"
+    "a hang does (py-spy for Python frames, then eu-stack or gdb; bounded by 10 s per node),\n"
+    "without signalling anyone: the job goes on. The stacks land next to the workers' logs\n"
+    "(<log dir>/<run id>/attempt_<n>/stacks*/rank<R>.txt, or a temporary folder without\n"
+    "--log-dir) on each node. Give the job's own rendezvous options (--rdzv-backend,\n"
+    "--rdzv-endpoint, --rdzv-id, --rdzv-conf for etcd's TLS, or --master-addr/--master-port\n"
+    "for static); PET_* and Slurm's environment count as for a launch. A --standalone job's\n"
+    "rendezvous is private to its agent and cannot be asked.\n"
+    "\n"
+    "Exit status: 0 when every node of the running round answered within 30 s, 1 otherwise\n"
+    "(the output names the nodes that did not), 2 for a wrong command line.\n";
 
 void append_wrapped(std::string& out, std::string_view text, std::string_view indent = kIndent) {
   std::size_t column = 0;
@@ -122,6 +141,10 @@ std::string quoting_paragraph() {
 }
 
 }  // namespace
+
+std::string stacks_help_text() {
+  return std::string(kStacksHelp);
+}
 
 std::string help_text() {
   std::string out(kIntroduction);

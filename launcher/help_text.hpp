@@ -6,5 +6,7 @@
 namespace ddprun::launcher {
 
 std::string help_text();
+// `ddprun stacks --help`.
+std::string stacks_help_text();
 
 }  // namespace ddprun::launcher

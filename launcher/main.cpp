@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "agent/agent.hpp"
+#include "agent/stacks/stacks_command.hpp"
 #include "launcher/agent_config_builder.hpp"
 #include "launcher/command_line.hpp"
 #include "launcher/config_json.hpp"
@@ -32,12 +33,39 @@ void print_warning(const std::string& warning) {
   std::cerr << "ddprun: warning:" << (warning.starts_with('\n') ? "" : " ") << warning << '\n';
 }
 
+// `ddprun stacks [rendezvous options]`: the same options as a launch, parsed the same way; the
+// subcommand stands in for the entry point.
+int run_stacks_command(const std::vector<std::string>& args,
+                       const ddprun::launcher::Environment& env) {
+  namespace launcher = ddprun::launcher;
+  launcher::ResolvedLaunch resolved;
+  try {
+    launcher::ParsedCommandLine parsed = launcher::parse_command_line(args, env);
+    if (parsed.has("help")) {
+      std::cout << launcher::stacks_help_text();
+      return 0;
+    }
+    if (parsed.entry_point)
+      throw launcher::UsageError(*parsed.entry_point, "ddprun stacks takes no entry point",
+                                 "rendezvous options only (ddprun stacks --help)");
+    parsed.entry_point = "stacks";
+    resolved = launcher::resolve_launch(parsed, env, launcher::probe_host(env, {}));
+  } catch (const std::exception& error) {
+    std::cerr << "ddprun stacks: error: " << error.what() << '\n';
+    return kExitBadCommandLine;
+  }
+  return ddprun::agent::request_stacks(launcher::build_agent_config(resolved.config).rendezvous,
+                                       std::cout, std::cerr);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   namespace launcher = ddprun::launcher;
   const std::vector<std::string> args(argv + 1, argv + argc);
   const launcher::Environment env = launcher::environment_from(environ);
+  if (!args.empty() && args.front() == "stacks")
+    return run_stacks_command({args.begin() + 1, args.end()}, env);
 
   launcher::ResolvedLaunch resolved;
   try {

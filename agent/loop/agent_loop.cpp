@@ -81,6 +81,7 @@ AgentLoop::~AgentLoop() {
   pump_fds_.clear();
   group_.reset();
   watchdog_.group_gone();
+  stacks_on_demand_.reset();
   rendezvous_.reset();
 }
 
@@ -96,6 +97,12 @@ int AgentLoop::run() {
                             {"reason", std::string("rendezvous error: ") + error.what()}});
     return round::kExitFailure;
   }
+  stacks_on_demand_.emplace(
+      rendezvous_->driver().backend(), host_,
+      [this](std::function<void(const std::string&)> done) {
+        watchdog_.capture_on_request(std::move(done));
+      },
+      events_, [this] { end_open_console_lines(); });
   watch_signals();
   rendezvous_->driver().begin();
   if (!exit_status_) {
@@ -223,6 +230,10 @@ void AgentLoop::start_workers(const RoundInfo& round) {
   fields["pids"] = pids;
   events_.record("workers_started", fields);
   watchdog_.group_started(group_->workers());
+  std::vector<int> ranks;
+  for (const auto& worker : group_->workers())
+    ranks.push_back(worker.global_rank);
+  stacks_on_demand_->round_started(round, std::move(ranks));
   for (std::size_t i = 0; i < group_->output_pumps().size(); ++i) {
     OutputPump& pump = group_->output_pumps()[i];
     pump_fds_.push_back(
@@ -342,6 +353,7 @@ void AgentLoop::stop_workers(int signal) {
 void AgentLoop::begin_stop(int signal, Stopping why) {
   stopping_ = why;
   watchdog_.stop_watching();
+  stacks_on_demand_->round_ended();
   // The same signal first (a trainer snapshots on SIGTERM), SIGKILL after the timeout.
   group_->signal_all(signal);
   kill_timer_.expires_after(steady(config_.supervision.shutdown_timeout));
@@ -374,6 +386,7 @@ void AgentLoop::workers_gone() {
   pump_fds_.clear();
   group_.reset();
   watchdog_.group_gone();
+  stacks_on_demand_->round_ended();
   stopping_ = Stopping::kNo;
   report_health();
   rendezvous_->driver().feed(round::WorkersStopped{});

@@ -22,6 +22,7 @@
 #include "agent/loop/signal_channel.hpp"
 #include "agent/node/node_rendezvous.hpp"
 #include "agent/node/round_types.hpp"
+#include "agent/stacks/stacks_on_demand.hpp"
 #include "agent/watchdog/hang_watchdog.hpp"
 #include "agent/workers/worker_env.hpp"
 #include "agent/workers/worker_group.hpp"
@@ -90,7 +91,8 @@ class AgentLoop final : public rendezvous::backends::RoundListener,
 
   boost::asio::io_context io_;
   boost::asio::posix::stream_descriptor signal_fd_;
-  std::unique_ptr<NodeRendezvous> rendezvous_;  // from run() on
+  std::unique_ptr<NodeRendezvous> rendezvous_;      // from run() on
+  std::optional<StacksOnDemand> stacks_on_demand_;  // with rendezvous_, over its backend
 
   // The running group, and what the loop is doing with it.
   std::optional<WorkerGroup> group_;

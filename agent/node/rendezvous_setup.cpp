@@ -140,6 +140,23 @@ Endpoint static_endpoint(const RendezvousConfig& config) {
   return endpoint;
 }
 
+std::string store_where(const std::string& run_id, const Endpoint& endpoint) {
+  return "rendezvous '" + run_id + "' at " + endpoint.host + ":" + std::to_string(endpoint.port);
+}
+
+std::unique_ptr<backends::KvBackend> store_client(const Endpoint& endpoint,
+                                                  const round::RdzvSettings& settings,
+                                                  std::chrono::milliseconds connect_timeout,
+                                                  boost::asio::io_context& io) {
+  backends::StoreKvOptions options;
+  options.host = endpoint.host;
+  options.port = endpoint.port;
+  options.connect_timeout = connect_timeout;
+  options.reconnect_timeout = kReconnectBudget;
+  options.op_timeout = millis(settings.read_timeout);
+  return std::make_unique<backends::StoreKv>(io, options);
+}
+
 }  // namespace
 
 RendezvousSetup set_up_rendezvous(const RendezvousConfig& config, boost::asio::io_context& io) {
@@ -193,20 +210,49 @@ RendezvousSetup set_up_rendezvous(const RendezvousConfig& config, boost::asio::i
                           "' (ddprun supports static, c10d and etcd)");
   }
   m.hosts_store = endpoint.hosted != nullptr;
-  m.where =
-      "rendezvous '" + m.run_id + "' at " + endpoint.host + ":" + std::to_string(endpoint.port);
-
-  backends::StoreKvOptions options;
-  options.host = endpoint.host;
-  options.port = endpoint.port;
+  m.where = store_where(m.run_id, endpoint);
   // An unreachable endpoint is a join that never starts: ops wait for the store until
   // join_timeout (its host may start after this agent).
-  options.connect_timeout = millis(m.settings.join_timeout);
-  options.reconnect_timeout = kReconnectBudget;
-  options.op_timeout = millis(m.settings.read_timeout);
-  setup.backend = std::make_unique<backends::StoreKv>(io, options);
+  setup.backend = store_client(endpoint, m.settings, millis(m.settings.join_timeout), io);
   setup.hosted_store = std::move(endpoint.hosted);
   return setup;
+}
+
+RendezvousClient connect_to_rendezvous(const RendezvousConfig& config, boost::asio::io_context& io,
+                                       std::chrono::milliseconds connect_limit) {
+  RendezvousClient client;
+  if (config.standalone) {
+    throw RendezvousError(
+        "a --standalone job's rendezvous store is private to its agent; give the job's "
+        "--rdzv_backend, --rdzv_endpoint and --rdzv_id");
+  }
+  Endpoint endpoint;
+  if (config.backend == "c10d") {
+    endpoint.host = config.host.empty() ? std::string("localhost") : config.host;
+    endpoint.port = config.port.value_or(29400);
+  } else if (config.backend == "static") {
+    endpoint.host = config.host.empty() ? config.master_addr : config.host;
+    endpoint.port = config.port.value_or(config.master_port);
+  } else if (config.backend == "etcd" && config.etcd) {
+    client.where = "rendezvous '" + config.run_id + "' on etcd " +
+                   backends::etcd::format_endpoints(config.etcd->endpoints);
+    auto options = etcd_options(*config.etcd, config.settings);
+    options.failover_budget = std::min(options.failover_budget, connect_limit);
+    try {
+      client.backend = std::make_unique<backends::etcd::EtcdKv>(io, options);
+    } catch (const std::invalid_argument& error) {
+      throw RendezvousError(std::string("etcd: ") + error.what());
+    }
+    return client;
+  } else {
+    throw RendezvousError("unsupported --rdzv_backend '" + config.backend +
+                          "' (ddprun supports static, c10d and etcd)");
+  }
+  if (endpoint.port == 0)
+    throw RendezvousError("--rdzv_endpoint " + endpoint.host + ":0 names no port");
+  client.where = store_where(config.run_id, endpoint);
+  client.backend = store_client(endpoint, config.settings, connect_limit, io);
+  return client;
 }
 
 }  // namespace ddprun::agent

@@ -3,7 +3,9 @@
 // the rendezvous store (c10d's is_host heuristic; static's node 0; --standalone's private
 // store), the machine's configuration, and the backend that carries out its ops.
 
+#include <chrono>
 #include <memory>
+#include <string>
 
 #include "agent/agent_config.hpp"
 #include "rendezvous/backends/kv_backend.hpp"
@@ -25,5 +27,15 @@ struct RendezvousSetup {
 
 // Throws RendezvousError naming the option at fault.
 RendezvousSetup set_up_rendezvous(const RendezvousConfig& config, boost::asio::io_context& io);
+
+// A client of a running job's rendezvous (`ddprun stacks`): its backend only, never a hosted
+// store. The first connection is waited for at most connect_limit. Throws RendezvousError
+// naming the option at fault (--standalone has no rendezvous reachable from outside).
+struct RendezvousClient {
+  std::unique_ptr<rendezvous::backends::KvBackend> backend;
+  std::string where;  // "rendezvous 'job' at 127.0.0.1:29400", for messages
+};
+RendezvousClient connect_to_rendezvous(const RendezvousConfig& config, boost::asio::io_context& io,
+                                       std::chrono::milliseconds connect_limit);
 
 }  // namespace ddprun::agent

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <stdexcept>
+#include <utility>
 
 #include "agent/stacks/stack_capture_plan.hpp"
 #include "agent/stacks/stack_capture_probe.hpp"
@@ -138,6 +139,7 @@ void HangResponder::stop() {
   to_signal_.clear();
   peers_pending_ = false;  // the group stops: nothing is left to signal
   answer_round();
+  answer_requests("");
 }
 
 std::optional<std::string> HangResponder::hang_message(pid_t pid) const {
@@ -277,14 +279,17 @@ void HangResponder::finish_capture() {
   runner_.reset();
 
   if (capturing_.empty()) {
-    // A capture for another node's hang: say where this node's stacks are.
+    // A capture for another node's hang, or asked for: say where this node's stacks are.
     const std::string dir = results.empty() ? std::string() : capture_dir_;
-    before_print_();
-    std::fprintf(stderr, "ddprun: a worker hung on another node; this node's stacks: %s\n",
-                 dir.empty() ? "not captured" : dir.c_str());
-    std::fflush(stderr);
-    events_.record("peer_stacks", {{"stacks_dir", dir}});
+    if (round_waits_) {
+      before_print_();
+      std::fprintf(stderr, "ddprun: a worker hung on another node; this node's stacks: %s\n",
+                   dir.empty() ? "not captured" : dir.c_str());
+      std::fflush(stderr);
+      events_.record("peer_stacks", {{"stacks_dir", dir}});
+    }
     answer_round();
+    answer_requests(dir);
     start_queued_capture();
     return;
   }
@@ -314,16 +319,21 @@ void HangResponder::finish_capture() {
   }
   capturing_.clear();
   answer_round();  // every local worker's stacks were in this capture
+  answer_requests(report.stacks_dir);
   signal_hung_workers();
   start_queued_capture();
 }
 
+bool HangResponder::capture_wanted() const {
+  return !queued_.empty() || round_waits_ || !requests_.empty();
+}
+
 void HangResponder::start_queued_capture() {
-  if (!active_ || (queued_.empty() && !round_waits_))
+  if (!active_ || !capture_wanted())
     return;
   // Later, from the loop: this may run inside a handler of the capture just finished.
   boost::asio::post(io_, [this, generation = generation_] {
-    if (generation == generation_ && active_ && !runner_ && (!queued_.empty() || round_waits_))
+    if (generation == generation_ && active_ && !runner_ && capture_wanted())
       start_capture();
   });
 }
@@ -350,6 +360,21 @@ void HangResponder::capture_for_peer() {
   }
   if (!runner_)
     start_queued_capture();  // from the loop: this call comes from inside the round's step
+}
+
+void HangResponder::capture_on_request(std::function<void(const std::string&)> done) {
+  requests_.push_back(std::move(done));
+  if (!active_ || workers_.empty()) {
+    answer_requests("");
+    return;
+  }
+  if (!runner_)
+    start_queued_capture();
+}
+
+void HangResponder::answer_requests(const std::string& stacks_dir) {
+  for (auto& done : std::exchange(requests_, {}))
+    boost::asio::post(io_, [done = std::move(done), stacks_dir] { done(stacks_dir); });
 }
 
 void HangResponder::answer_round() {

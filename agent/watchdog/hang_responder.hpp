@@ -67,6 +67,10 @@ class HangResponder {
   void on_hung(std::vector<HungRank> ranks);
   void peers_captured();
   void capture_for_peer();
+  // Someone asked for the stacks (`ddprun stacks`): captured as for another node's hang
+  // (nobody is signalled; joins a capture under way), then done(stacks folder) runs from the
+  // loop; done("") when there was nothing to capture or the group stopped first.
+  void capture_on_request(std::function<void(const std::string&)> done);
   std::optional<std::string> hang_message(pid_t pid) const;
 
  private:
@@ -78,6 +82,8 @@ class HangResponder {
   void start_queued_capture();
   void signal_hung_workers();
   void answer_round();
+  void answer_requests(const std::string& stacks_dir);
+  bool capture_wanted() const;
   void act_on(const HungRank& rank);
   std::string stacks_dir_for_capture();
 
@@ -96,7 +102,8 @@ class HangResponder {
   bool active_ = false;
   std::string attempt_dir_;
   int captures_ = 0;  // in this group: the first goes to stacks/, later ones to stacks_<n>/
-  std::vector<WatchedWorker> workers_;  // live ones only
+  std::vector<WatchedWorker> workers_;                             // live ones only
+  std::vector<std::function<void(const std::string&)>> requests_;  // capture_on_request's
   std::map<pid_t, std::string> hang_messages_;
 
   // The hang being handled, and those found meanwhile (handled next).

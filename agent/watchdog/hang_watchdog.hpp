@@ -60,6 +60,11 @@ class HangWatchdog {
   // way), then calls the round's stacks_captured, also when the capture is cancelled or there
   // is nothing to capture.
   void capture_for_peer() { responder_.capture_for_peer(); }
+  // `ddprun stacks`: the local workers' stacks, captured without signalling anyone; then
+  // done(folder), or done("") when there was nothing to capture.
+  void capture_on_request(std::function<void(const std::string&)> done) {
+    responder_.capture_on_request(std::move(done));
+  }
 
  private:
   const EnvMap& agent_env_;

@@ -47,6 +47,15 @@ class RoundKeys {
   std::string heartbeat(uint64_t r, int slot) const { return slotted(r, "hb", slot); }
   // Set once the node in slot captured its workers' stacks for a hang in the round.
   std::string hang_ack(uint64_t r, int slot) const { return slotted(r, "hang_ack", slot); }
+  // `ddprun stacks`: a counter numbering the round's requests, request n (its existence asks
+  // every node of the round for its workers' stacks), and each node's answer (by group rank).
+  std::string stacks_requests(uint64_t r) const { return in_round(r, "stacks_requests"); }
+  std::string stacks_request(uint64_t r, uint64_t n) const {
+    return in_round(r, "stacks/" + std::to_string(n));
+  }
+  std::string stacks_taken(uint64_t r, uint64_t n, int group_rank) const {
+    return in_round(r, "stacks_taken/" + std::to_string(n)) + "/" + std::to_string(group_rank);
+  }
 
   // Keys for slots 1..count.
   template <typename KeyOf>

@@ -1,0 +1,93 @@
+#include "agent/stacks/stacks_answer.hpp"
+
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+
+namespace ddprun::agent {
+namespace {
+
+using nlohmann::json;
+
+const json& field(const json& object, const char* name) {
+  const auto it = object.find(name);
+  if (it == object.end())
+    throw std::invalid_argument(std::string("'") + name + "' is missing");
+  return *it;
+}
+
+std::string text_field(const json& object, const char* name) {
+  const json& value = field(object, name);
+  if (!value.is_string())
+    throw std::invalid_argument(std::string("'") + name + "' is not a string");
+  std::string text = value.get<std::string>();
+  if (text.size() > kMaxStacksAnswerText)
+    throw std::invalid_argument(std::string("'") + name + "' is longer than " +
+                                std::to_string(kMaxStacksAnswerText) + " bytes");
+  return text;
+}
+
+int int_field(const json& value, const std::string& name, int low, int high) {
+  if (!value.is_number_integer())
+    throw std::invalid_argument("'" + name + "' is not an integer");
+  const auto number = value.get<long long>();
+  if (number < low || number > high)
+    throw std::invalid_argument("'" + name + "' is " + std::to_string(number) + ", not in [" +
+                                std::to_string(low) + ", " + std::to_string(high) + "]");
+  return static_cast<int>(number);
+}
+
+// "0-3", "0,2,5": consecutive runs joined.
+std::string rank_ranges(const std::vector<int>& ranks) {
+  std::string text;
+  for (std::size_t i = 0; i < ranks.size();) {
+    std::size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1)
+      ++j;
+    text += (text.empty() ? "" : ",") + std::to_string(ranks[i]);
+    if (j > i)
+      text += "-" + std::to_string(ranks[j]);
+    i = j + 1;
+  }
+  return text;
+}
+
+}  // namespace
+
+std::string stacks_answer_to_json(const StacksAnswer& answer) {
+  return json{{"host", answer.host},
+              {"group_rank", answer.group_rank},
+              {"nodes", answer.nodes},
+              {"stacks_dir", answer.stacks_dir},
+              {"ranks", answer.ranks}}
+      .dump();
+}
+
+StacksAnswer stacks_answer_from_json(const std::string& text) {
+  if (text.size() > kMaxStacksAnswerBytes)
+    throw std::invalid_argument("the record is longer than " +
+                                std::to_string(kMaxStacksAnswerBytes) + " bytes");
+  const json object = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!object.is_object())
+    throw std::invalid_argument("the record is not a JSON object");
+  StacksAnswer answer;
+  answer.host = text_field(object, "host");
+  answer.stacks_dir = text_field(object, "stacks_dir");
+  answer.nodes = int_field(field(object, "nodes"), "nodes", 1, kMaxStacksAnswerNodes);
+  answer.group_rank = int_field(field(object, "group_rank"), "group_rank", 0, answer.nodes - 1);
+  const json& ranks = field(object, "ranks");
+  if (!ranks.is_array() || ranks.size() > kMaxStacksAnswerRanks)
+    throw std::invalid_argument("'ranks' is not an array of at most " +
+                                std::to_string(kMaxStacksAnswerRanks) + " ranks");
+  for (const json& rank : ranks)
+    answer.ranks.push_back(int_field(rank, "ranks", 0, kMaxStacksAnswerNodes * 1024 - 1));
+  return answer;
+}
+
+std::string describe_stacks_answer(const StacksAnswer& answer) {
+  std::string line = "node " + std::to_string(answer.group_rank) + " (" + answer.host + "): ";
+  if (answer.stacks_dir.empty())
+    return line + "no stacks captured (no running workers there)";
+  return line + "ranks " + rank_ranges(answer.ranks) + ": " + answer.stacks_dir;
+}
+
+}  // namespace ddprun::agent
