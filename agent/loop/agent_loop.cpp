@@ -486,6 +486,8 @@ void AgentLoop::tick_health() {
 
 void AgentLoop::finished(const round::Finish& finish) {
   end_open_console_lines();
+  if (stacks_on_demand_)
+    stacks_on_demand_->round_ended();  // its wait must not hold up the backend's close
   if (!finish.failures.empty() && finish.exit_status == round::kExitFailure) {
     std::fputs(format_failure_summary(failure_title_name(config_.workers), finish.failures).c_str(),
                stderr);
