@@ -86,6 +86,9 @@ struct LogConfig {
 // environment at each start (TORCHELASTIC_ENABLE_FILE_TIMER), as torchrun reads it.
 struct WatchdogConfig {
   std::optional<common::Seconds> heartbeat_timeout;  // --watchdog-timeout; off: none
+  // Straggler reports from the heartbeats (agent/watchdog/straggler_watch): 0: off.
+  double straggler_factor = 2.0;
+  common::Seconds straggler_window{60};
 };
 
 // How the run loop watches and stops the workers (agent/loop/).

@@ -40,6 +40,8 @@ agent::AgentConfig build_agent_config(const LaunchConfig& config) {
   agent.logs = config.logs;
 
   agent.watchdog.heartbeat_timeout = config.watchdog_timeout;
+  agent.watchdog.straggler_factor = config.straggler_factor;
+  agent.watchdog.straggler_window = config.straggler_window;
 
   agent.supervision.shutdown_timeout = config.shutdown_timeout;
   agent.supervision.signals_to_handle = config.signals_to_handle;

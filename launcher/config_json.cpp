@@ -82,6 +82,8 @@ nlohmann::json launch_config_to_json(const LaunchConfig& config) {
   json["events_file"] = optional_json(config.events_file);
   json["watchdog_timeout"] =
       config.watchdog_timeout ? nlohmann::json(config.watchdog_timeout->count()) : nlohmann::json();
+  json["straggler_factor"] = config.straggler_factor;
+  json["straggler_window"] = config.straggler_window.count();
   json["entry_kind"] = entry_kind_name(config.entry_kind);
   json["run_path"] = config.run_path;
   json["entry_point"] = config.entry_point;

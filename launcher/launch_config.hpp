@@ -66,6 +66,9 @@ struct LaunchConfig {
   std::optional<std::string> events_file;   // ddprun: one JSON line per agent event
   // ddprun: --watchdog-timeout, the progress watchdog (agent/watchdog/); nullopt: off.
   std::optional<common::Seconds> watchdog_timeout;
+  // ddprun: --straggler-factor and --straggler-window (with the heartbeats above); 0: off.
+  double straggler_factor = 2.0;
+  common::Seconds straggler_window{60};
 
   // Environment variables torchrun reads, parsed here once (for --print-config; the agent's
   // file-timer setup, agent/watchdog/file_timer_setup, applies the watchdog's contract at each

@@ -141,6 +141,16 @@ constexpr std::array kOptions{
                "captured (<log-dir>/<run>/attempt_<n>/stacks/ on each node with a watchdog on), "
                "is reported and SIGKILLed, and the group restarts within --max-restarts. "
                "Default off."},
+    OptionSpec{"straggler_factor", "straggler-factor", '\0', kValue, kExtras, true, "F",
+               "With --watchdog-timeout: report (never kill) a rank whose median step interval "
+               "(time between its heartbeats) over --straggler-window is at least F times the "
+               "job's median: one line on the round's node 0 naming rank and host, and a "
+               "\"straggler\" event. In synchronous data-parallel training every rank waits "
+               "for the slowest in each collective, so beat intervals even out; there a slow "
+               "rank shows as a slow job, not as one rank. 0 turns it off. Default 2."},
+    OptionSpec{"straggler_window", "straggler-window", '\0', kValue, kExtras, true, "SECONDS",
+               "How far back --straggler-factor looks, and how often the nodes compare. "
+               "Default 60."},
     OptionSpec{"version", "", '\0', kFlag, kExtras, false, "", "Print the version and exit."},
     OptionSpec{"help", "", 'h', kFlag, kExtras, false, "", "Print this help and exit."},
 };

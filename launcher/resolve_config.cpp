@@ -337,6 +337,12 @@ ResolvedLaunch resolve_launch(const ParsedCommandLine& parsed, const Environment
   if (auto v = values.get("watchdog_timeout")) {
     config.watchdog_timeout = parse_seconds(v->text, label("watchdog_timeout", *v), true);
   }
+  if (auto v = values.get("straggler_factor")) {
+    config.straggler_factor = parse_straggler_factor(v->text, label("straggler_factor", *v));
+  }
+  if (auto v = values.get("straggler_window")) {
+    config.straggler_window = parse_seconds(v->text, label("straggler_window", *v), true);
+  }
   if (auto v = values.get("exit_barrier_timeout")) {
     config.exit_barrier_timeout = parse_seconds(v->text, label("exit_barrier_timeout", *v), false);
   }

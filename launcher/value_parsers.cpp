@@ -88,6 +88,16 @@ int parse_int(std::string_view text, const std::string& option, const std::strin
   return static_cast<int>(*value);
 }
 
+double parse_straggler_factor(std::string_view text, const std::string& option) {
+  const auto parsed = common::parse_seconds(text, /*zero_allowed=*/true);
+  const auto* number = std::get_if<common::Seconds>(&parsed);
+  if (number == nullptr ||
+      (number->count() != 0 && (number->count() < 1 || number->count() > 1000)))
+    throw UsageError(option, "'" + std::string(text) + "' is not a factor",
+                     "0 (off) or a number from 1 to 1000, e.g. 2");
+  return number->count();
+}
+
 common::Seconds parse_seconds(std::string_view text, const std::string& option, bool positive) {
   const auto parsed = common::parse_seconds(text, /*zero_allowed=*/!positive);
   if (const auto* seconds = std::get_if<common::Seconds>(&parsed))

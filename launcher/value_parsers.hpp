@@ -31,6 +31,9 @@ int parse_int(std::string_view text, const std::string& option, const std::strin
 // A number of seconds, common::parse_seconds's rules (strictly positive when `positive`).
 common::Seconds parse_seconds(std::string_view text, const std::string& option, bool positive);
 
+// --straggler-factor: 0 (off), or a decimal number from 1 to 1000 (the seconds grammar).
+double parse_straggler_factor(std::string_view text, const std::string& option);
+
 struct NodeRange {
   int min = 1;
   int max = 1;

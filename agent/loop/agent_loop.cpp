@@ -68,10 +68,15 @@ AgentLoop::AgentLoop(const AgentConfig& config, SignalChannel& signals, EventLog
       reap_timer_(io_),
       close_timer_(io_),
       health_timer_(io_),
-      watchdog_(io_, config.watchdog, config.workers, inherited_env_, events, host_,
-                [this] { end_open_console_lines(); },
-                {[this](const std::string& report) { hang_detected(report); },
-                 [this] { stacks_captured(); }}) {
+      watchdog_(
+          io_, config.watchdog, config.workers, inherited_env_, events, host_,
+          [this] { end_open_console_lines(); },
+          {[this](const std::string& report) { hang_detected(report); },
+           [this] { stacks_captured(); }},
+          [this](int local_rank, std::size_t beats) {
+            if (straggler_watch_)
+              straggler_watch_->on_beats(local_rank, beats);
+          }) {
   const char* templ = std::getenv("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE");
   prefix_template_ = templ != nullptr ? templ : std::string(kDefaultPrefixTemplate);
 }
@@ -81,6 +86,7 @@ AgentLoop::~AgentLoop() {
   pump_fds_.clear();
   group_.reset();
   watchdog_.group_gone();
+  straggler_watch_.reset();
   stacks_on_demand_.reset();
   rendezvous_.reset();
 }
@@ -103,6 +109,13 @@ int AgentLoop::run() {
         watchdog_.capture_on_request(std::move(done));
       },
       events_, [this] { end_open_console_lines(); });
+  if (config_.watchdog.heartbeat_timeout && config_.watchdog.straggler_factor > 0) {
+    straggler_watch_.emplace(io_, rendezvous_->driver().backend(),
+                             StragglerConfig{config_.watchdog.straggler_factor,
+                                             std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                 config_.watchdog.straggler_window)},
+                             host_, events_, [this] { end_open_console_lines(); });
+  }
   watch_signals();
   rendezvous_->driver().begin();
   if (!exit_status_) {
@@ -234,6 +247,12 @@ void AgentLoop::start_workers(const RoundInfo& round) {
   for (const auto& worker : group_->workers())
     ranks.push_back(worker.global_rank);
   stacks_on_demand_->round_started(round, std::move(ranks));
+  if (straggler_watch_) {
+    std::vector<WatchedWorker> watched;
+    for (const auto& worker : group_->workers())
+      watched.push_back(WatchedWorker{worker.local_rank, worker.global_rank, worker.pid});
+    straggler_watch_->round_started(round, watched);
+  }
   for (std::size_t i = 0; i < group_->output_pumps().size(); ++i) {
     OutputPump& pump = group_->output_pumps()[i];
     pump_fds_.push_back(
@@ -354,6 +373,8 @@ void AgentLoop::begin_stop(int signal, Stopping why) {
   stopping_ = why;
   watchdog_.stop_watching();
   stacks_on_demand_->round_ended();
+  if (straggler_watch_)
+    straggler_watch_->round_ended();
   // The same signal first (a trainer snapshots on SIGTERM), SIGKILL after the timeout.
   group_->signal_all(signal);
   kill_timer_.expires_after(steady(config_.supervision.shutdown_timeout));
@@ -387,6 +408,8 @@ void AgentLoop::workers_gone() {
   group_.reset();
   watchdog_.group_gone();
   stacks_on_demand_->round_ended();
+  if (straggler_watch_)
+    straggler_watch_->round_ended();
   stopping_ = Stopping::kNo;
   report_health();
   rendezvous_->driver().feed(round::WorkersStopped{});
@@ -488,6 +511,8 @@ void AgentLoop::finished(const round::Finish& finish) {
   end_open_console_lines();
   if (stacks_on_demand_)
     stacks_on_demand_->round_ended();  // its wait must not hold up the backend's close
+  if (straggler_watch_)
+    straggler_watch_->round_ended();
   if (!finish.failures.empty() && finish.exit_status == round::kExitFailure) {
     std::fputs(format_failure_summary(failure_title_name(config_.workers), finish.failures).c_str(),
                stderr);

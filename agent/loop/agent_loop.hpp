@@ -24,6 +24,7 @@
 #include "agent/node/round_types.hpp"
 #include "agent/stacks/stacks_on_demand.hpp"
 #include "agent/watchdog/hang_watchdog.hpp"
+#include "agent/watchdog/straggler_watch.hpp"
 #include "agent/workers/worker_env.hpp"
 #include "agent/workers/worker_group.hpp"
 #include "rendezvous/backends/round_driver.hpp"
@@ -93,6 +94,7 @@ class AgentLoop final : public rendezvous::backends::RoundListener,
   boost::asio::posix::stream_descriptor signal_fd_;
   std::unique_ptr<NodeRendezvous> rendezvous_;      // from run() on
   std::optional<StacksOnDemand> stacks_on_demand_;  // with rendezvous_, over its backend
+  std::optional<StragglerWatch> straggler_watch_;   // likewise, with heartbeats and a factor
 
   // The running group, and what the loop is doing with it.
   std::optional<WorkerGroup> group_;

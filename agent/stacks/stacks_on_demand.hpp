@@ -5,8 +5,8 @@
 // with where it wrote them (stacks_taken/<n>/<group rank>, a StacksAnswer), prints that line,
 // and waits for request n + 1. The end of the round's workers cancels the wait.
 //
-// It shares the round's KvBackend with the round driver, with op ids of its own (from
-// kStacksOpIdBase: the machine numbers its ops from 1). A store error ends the waiting for this
+// It shares the round's KvBackend with the round driver, with op ids of its own
+// (kStacksOnDemandOpIds). A store error ends the waiting for this
 // round quietly: the round machine sees the same store and reports it.
 // Threading: the agent's event loop; completions never run inside the call that started them.
 
@@ -25,7 +25,6 @@
 
 namespace ddprun::agent {
 
-inline constexpr uint64_t kStacksOpIdBase = uint64_t{1} << 62;
 // How long one wait for a request lasts before it is renewed (a store drops idle waits of a
 // client it no longer hears from; renewal keeps the wait cheap and fresh).
 inline constexpr std::chrono::seconds kStacksRequestWait{30};
@@ -64,7 +63,7 @@ class StacksOnDemand {
   std::vector<int> ranks_;
   uint64_t next_request_ = 1;  // within round_
   uint64_t generation_ = 0;    // changes with every round_started/round_ended
-  uint64_t next_op_id_ = kStacksOpIdBase;
+  uint64_t next_op_id_ = rendezvous::backends::kStacksOnDemandOpIds;
   std::set<uint64_t> pending_ops_;
 };
 

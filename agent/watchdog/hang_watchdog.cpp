@@ -24,7 +24,8 @@ std::vector<std::string> python_bin_dirs(const WorkerSpec& workers, const EnvMap
 
 HangWatchdog::HangWatchdog(boost::asio::io_context& io, const WatchdogConfig& config,
                            const WorkerSpec& workers, const EnvMap& agent_env, EventLog& events,
-                           std::string host, std::function<void()> before_print, RoundHooks round)
+                           std::string host, std::function<void()> before_print, RoundHooks round,
+                           HeartbeatDriver::BeatObserver on_beats)
     : agent_env_(agent_env),
       responder_(io, agent_env, locate_stack_tools(agent_env, python_bin_dirs(workers, agent_env)),
                  // The bundled trainer is LibTorch without Python: py-spy could only fail on it.
@@ -32,8 +33,10 @@ HangWatchdog::HangWatchdog(boost::asio::io_context& io, const WatchdogConfig& co
                  before_print, std::move(round)),
       file_timer_(io, before_print,
                   [this](std::vector<HungRank> ranks) { responder_.on_hung(std::move(ranks)); }),
-      heartbeat_(io, config.heartbeat_timeout,
-                 [this](std::vector<HungRank> ranks) { responder_.on_hung(std::move(ranks)); }) {}
+      heartbeat_(
+          io, config.heartbeat_timeout,
+          [this](std::vector<HungRank> ranks) { responder_.on_hung(std::move(ranks)); },
+          std::move(on_beats)) {}
 
 void HangWatchdog::prepare_group(std::vector<WorkerLaunch>& launches,
                                  const std::string& attempt_dir) {

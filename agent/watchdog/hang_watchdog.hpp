@@ -31,7 +31,8 @@ class HangWatchdog {
   // before_print: ends the console's open lines (a worker's partial line must not swallow ours).
   HangWatchdog(boost::asio::io_context& io, const WatchdogConfig& config, const WorkerSpec& workers,
                const EnvMap& agent_env, EventLog& events, std::string host,
-               std::function<void()> before_print, RoundHooks round);
+               std::function<void()> before_print, RoundHooks round,
+               HeartbeatDriver::BeatObserver on_beats = {});
   HangWatchdog(const HangWatchdog&) = delete;
   HangWatchdog& operator=(const HangWatchdog&) = delete;
 

@@ -15,8 +15,13 @@ std::optional<std::chrono::milliseconds> whole_millis(std::optional<common::Seco
 }  // namespace
 
 HeartbeatDriver::HeartbeatDriver(boost::asio::io_context& io,
-                                 std::optional<common::Seconds> timeout, HungHandler on_hung)
-    : io_(io), timeout_(whole_millis(timeout)), on_hung_(std::move(on_hung)), deadline_(io) {}
+                                 std::optional<common::Seconds> timeout, HungHandler on_hung,
+                                 BeatObserver on_beats)
+    : io_(io),
+      timeout_(whole_millis(timeout)),
+      on_hung_(std::move(on_hung)),
+      on_beats_(std::move(on_beats)),
+      deadline_(io) {}
 
 void HeartbeatDriver::prepare(std::vector<WorkerLaunch>& launches) {
   reset();
@@ -80,6 +85,8 @@ void HeartbeatDriver::watch(std::size_t index) {
     if (drained.bytes > 0) {
       progress_->on_heartbeat(ready.local_rank, ProgressWatch::Clock::now());
       arm_deadline();
+      if (on_beats_)
+        on_beats_(ready.local_rank, drained.bytes);
     }
     if (drained.closed)
       ready.wait.reset();  // stays readable at end-of-file: stop waiting

@@ -21,9 +21,11 @@ namespace ddprun::agent {
 class HeartbeatDriver {
  public:
   using HungHandler = std::function<void(std::vector<HungRank>)>;
+  // Beats of one local rank that arrived together (one byte each): the straggler watch's input.
+  using BeatObserver = std::function<void(int local_rank, std::size_t beats)>;
   // timeout: --watchdog-timeout; nullopt: off (prepare adds nothing, nothing is watched).
   HeartbeatDriver(boost::asio::io_context& io, std::optional<common::Seconds> timeout,
-                  HungHandler on_hung);
+                  HungHandler on_hung, BeatObserver on_beats = {});
 
   // Before the spawn: a pipe per launch, its write end and variable in the launch.
   void prepare(std::vector<WorkerLaunch>& launches);
@@ -48,6 +50,7 @@ class HeartbeatDriver {
   boost::asio::io_context& io_;
   std::optional<std::chrono::milliseconds> timeout_;
   HungHandler on_hung_;
+  BeatObserver on_beats_;
   std::uint64_t generation_ = 0;  // as FileTimerDriver's
   bool watching_ = false;
   std::vector<std::unique_ptr<Heartbeat>> heartbeats_;

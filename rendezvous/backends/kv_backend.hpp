@@ -14,6 +14,11 @@
 
 namespace ddprun::rendezvous::backends {
 
+// Op ids of the backend's users besides the round machine (which numbers its ops from 1): each
+// counts up from a base of its own, so ids never collide.
+inline constexpr uint64_t kStacksOnDemandOpIds = uint64_t{1} << 62;
+inline constexpr uint64_t kStragglerWatchOpIds = (uint64_t{1} << 62) + (uint64_t{1} << 61);
+
 class KvBackend {
  public:
   using Completion = std::function<void(round::KvResult)>;

@@ -49,6 +49,10 @@ class RoundKeys {
   std::string hang_ack(uint64_t r, int slot) const { return slotted(r, "hang_ack", slot); }
   // `ddprun stacks`: a counter numbering the round's requests, request n (its existence asks
   // every node of the round for its workers' stacks), and each node's answer (by group rank).
+  // Straggler detection: the median step intervals of the node with this group rank's ranks.
+  std::string step_times(uint64_t r, int group_rank) const {
+    return slotted(r, "steps", group_rank);
+  }
   std::string stacks_requests(uint64_t r) const { return in_round(r, "stacks_requests"); }
   std::string stacks_request(uint64_t r, uint64_t n) const {
     return in_round(r, "stacks/" + std::to_string(n));

@@ -69,6 +69,8 @@ std::vector<OptionCase> option_cases() {
       {"events_file", "/tmp/events.jsonl", "/events_file", "/tmp/events.jsonl"},
       {"exit_barrier_timeout", "60", "/exit_barrier_timeout", 60.0},
       {"watchdog_timeout", "2.5", "/watchdog_timeout", 2.5},
+      {"straggler_factor", "1.5", "/straggler_factor", 1.5},
+      {"straggler_window", "30", "/straggler_window", 30.0},
   };
 }
 
@@ -197,6 +199,8 @@ TEST_CASE("defaults match torchrun") {
   CHECK(config["timer_file"].is_null());
   CHECK(config["use_libuv"] == true);
   CHECK(config["watchdog_timeout"].is_null());
+  CHECK(config["straggler_factor"] == 2.0);
+  CHECK(config["straggler_window"] == 60.0);
 }
 
 TEST_CASE("options after the entry point belong to the script") {
@@ -468,6 +472,10 @@ TEST_CASE("bad values name the option as the user wrote it") {
   CHECK_THAT(message({"--watchdog-timeout", "0"}),
              Catch::StartsWith("--watchdog-timeout: '0' is out of range"));
   CHECK_THAT(message({"--watchdog_timeout", "-3"}), Catch::StartsWith("--watchdog_timeout: '-3'"));
+  CHECK(message({"--straggler-factor", "0.5"}) ==
+        "--straggler-factor: '0.5' is not a factor; expected 0 (off) or a number from 1 to 1000, "
+        "e.g. 2");
+  CHECK_THAT(message({"--straggler-window", "0"}), Catch::StartsWith("--straggler-window: '0'"));
   CHECK_THAT(
       message({"--watchdog-timeout", "soon"}),
       Catch::Contains("'soon' is not a number; expected a number of seconds greater than 0"));
