@@ -42,6 +42,7 @@ constexpr std::string_view kClosing =
     "                                         ($TORCHELASTIC_TIMER_FILE, else a fresh\n"
     "                                         <tmp>/watchdog_timer_<uuid4> per start); an\n"
     "                                         expired scope: stacks captured, then its signal\n"
+    "                                         (no py-spy: see --watchdog-timeout on Python)\n"
     "  USE_LIBUV                              passed to the workers: 0 makes the stores they\n"
     "                                         host use PyTorch's legacy TCPStore server\n"
     "  TORCHELASTIC_HEALTH_CHECK_PORT=N       ddprun serves the agent's health on 0.0.0.0:N\n"

@@ -140,6 +140,10 @@ constexpr std::array kOptions{
                "every step) and is then silent this long has the stacks of every node's workers "
                "captured (<log-dir>/<run>/attempt_<n>/stacks/ on each node with a watchdog on), "
                "is reported and SIGKILLed, and the group restarts within --max-restarts. "
+               "Python frames need py-spy (next to the worker's python or on PATH); without "
+               "it, Python workers get PYTHONFAULTHANDLER=1 (unless set) and a hung one gets "
+               "SIGABRT first, so its traceback goes to its stderr (with --redirects or --tee, "
+               "also into the stack file). "
                "Default off."},
     OptionSpec{"straggler_factor", "straggler-factor", '\0', kValue, kExtras, true, "F",
                "With --watchdog-timeout: report (never kill) a rank whose median step interval "

@@ -30,6 +30,8 @@ class FileTimerDriver {
   // Before the spawn: a server on this start's FIFO when the agent's environment enables it,
   // and TORCHELASTIC_TIMER_FILE in each launch's env. Throws when the FIFO cannot be made.
   void prepare(std::vector<WorkerLaunch>& launches, const EnvMap& agent_env);
+  // Whether this start's FIFO is served (after prepare).
+  bool serving() const { return server_.has_value(); }
   // The pids are known: requests are read from here on.
   void start(const std::vector<WatchedWorker>& workers);
   // An exited worker's timers go (its pid may be reused).

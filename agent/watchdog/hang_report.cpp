@@ -18,15 +18,6 @@ std::string seconds_text(std::chrono::milliseconds duration) {
   return text;
 }
 
-std::string frame_text(const StackFrame& frame) {
-  return frame.location.empty() ? frame.function : frame.function + " (" + frame.location + ")";
-}
-
-std::string rank_title(const WatchedWorker& worker) {
-  return "rank " + std::to_string(worker.global_rank) + " (local_rank " +
-         std::to_string(worker.local_rank) + ", pid " + std::to_string(worker.pid) + ")";
-}
-
 const char* cause_key(HangCause cause) {
   return cause == HangCause::kTimerExpired ? "timer_expired" : "no_heartbeat";
 }
@@ -82,6 +73,22 @@ const json& bounded_array_field(const json& object, const char* name, std::size_
 }
 
 }  // namespace
+
+std::string frame_text(const StackFrame& frame) {
+  return frame.location.empty() ? frame.function : frame.function + " (" + frame.location + ")";
+}
+
+std::string frames_text(const std::vector<StackFrame>& frames) {
+  std::string text;
+  for (std::size_t i = 0; i < frames.size(); ++i)
+    text += (i == 0 ? "" : " < ") + frame_text(frames[i]);
+  return text;
+}
+
+std::string rank_title(const WatchedWorker& worker) {
+  return "rank " + std::to_string(worker.global_rank) + " (local_rank " +
+         std::to_string(worker.local_rank) + ", pid " + std::to_string(worker.pid) + ")";
+}
 
 HungRank hung_rank_from_timer(const TimerExpiry& expiry) {
   HungRank rank;

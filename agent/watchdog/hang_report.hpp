@@ -50,6 +50,12 @@ HungRank hung_rank_from_silence(const HungWorker& hung, std::chrono::millisecond
 // Fills top_frames (summary_frames, kHangReportFrames) and stack_file from a captured stack.
 void attach_stacks(HungRank& rank, const CapturedStacks& stacks, const std::string& stack_file);
 
+// "wait_forever (/job/train.py:4)"; frames_text joins them innermost first with " < ".
+std::string frame_text(const StackFrame& frame);
+std::string frames_text(const std::vector<StackFrame>& frames);
+// "rank 1 (local_rank 0, pid 4242)"
+std::string rank_title(const WatchedWorker& worker);
+
 // "file-timer scope \"train.py#12\" expired (SIGKILL)" / "no heartbeat for 12.3 s (timeout 10 s)"
 std::string describe_hang_cause(const HungRank& rank);
 

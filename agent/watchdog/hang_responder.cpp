@@ -1,17 +1,21 @@
 #include "agent/watchdog/hang_responder.hpp"
 
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <stdexcept>
 #include <utility>
 
+#include "agent/stacks/faulthandler_parser.hpp"
 #include "agent/stacks/stack_capture_plan.hpp"
 #include "agent/stacks/stack_capture_probe.hpp"
+#include "agent/watchdog/python_traceback_fallback.hpp"
 #include "agent/workers/worker_exit.hpp"
 #include "agent/workers/worker_process.hpp"
 
@@ -60,25 +64,32 @@ std::string capture_outcome(const StackCaptureRunner::TargetResult& result) {
   return text;
 }
 
-std::string one_line(const HungRank& rank, const std::string& outcome) {
-  std::string line = "ddprun: rank " + std::to_string(rank.worker.global_rank) + " (local_rank " +
-                     std::to_string(rank.worker.local_rank) + ", pid " +
-                     std::to_string(rank.worker.pid) + ") hung: " + describe_hang_cause(rank);
-  if (rank.top_frames.empty()) {
-    line += "; stuck at: <no stack captured>";
-  } else {
-    line += "; stuck at: ";
-    for (std::size_t i = 0; i < rank.top_frames.size(); ++i) {
-      const StackFrame& frame = rank.top_frames[i];
-      line += (i == 0 ? "" : " < ") + frame.function +
-              (frame.location.empty() ? "" : " (" + frame.location + ")");
-    }
-  }
+std::string one_line(const HungRank& rank, const std::string& outcome, const std::string& note) {
+  std::string line = "ddprun: " + rank_title(rank.worker) + " hung: " + describe_hang_cause(rank);
+  line += "; stuck at: " +
+          (rank.top_frames.empty() ? "<no stack captured>" : frames_text(rank.top_frames));
   if (!rank.stack_file.empty())
     line += "; stacks: " + rank.stack_file;
   if (!outcome.empty())
     line += " [" + outcome + "]";
+  if (!note.empty())
+    line += "; " + note;
   return line;
+}
+
+// The last max_bytes of path ("" when it cannot be read): a log file may be large, and a dump
+// is at its end.
+std::string read_file_tail(const std::string& path, std::size_t max_bytes) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in)
+    return {};
+  const auto size = static_cast<std::size_t>(std::max<std::streamoff>(in.tellg(), 0));
+  const std::size_t start = size > max_bytes ? size - max_bytes : 0;
+  in.seekg(static_cast<std::streamoff>(start));
+  std::string text(size - start, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<std::size_t>(std::max<std::streamsize>(in.gcount(), 0)));
+  return text;
 }
 
 }  // namespace
@@ -95,7 +106,8 @@ HangResponder::HangResponder(boost::asio::io_context& io, const EnvMap& agent_en
       before_print_(std::move(before_print)),
       round_(std::move(round)),
       runner_deadline_(io),
-      capture_limit_(io) {}
+      capture_limit_(io),
+      abort_limit_(io) {}
 
 HangResponder::~HangResponder() {
   stop();
@@ -120,11 +132,25 @@ void HangResponder::group_started(std::vector<WatchedWorker> workers) {
 
 void HangResponder::worker_exited(pid_t pid) {
   std::erase_if(workers_, [&](const WatchedWorker& w) { return w.pid == pid; });
+  const auto aborted = std::find_if(aborted_.begin(), aborted_.end(),
+                                    [&](const Aborted& a) { return a.rank.worker.pid == pid; });
+  if (aborted == aborted_.end())
+    return;
+  const Aborted done = *aborted;
+  aborted_.erase(aborted);
+  if (aborted_.empty())
+    abort_limit_.cancel();
+  traceback_written(done.rank, done.worker);
+}
+
+const WatchedWorker* HangResponder::watched(pid_t pid) const {
+  const auto it = std::find_if(workers_.begin(), workers_.end(),
+                               [&](const WatchedWorker& w) { return w.pid == pid; });
+  return it == workers_.end() ? nullptr : &*it;
 }
 
 bool HangResponder::live(pid_t pid) const {
-  return std::any_of(workers_.begin(), workers_.end(),
-                     [&](const WatchedWorker& w) { return w.pid == pid; });
+  return watched(pid) != nullptr;
 }
 
 void HangResponder::stop() {
@@ -132,6 +158,8 @@ void HangResponder::stop() {
   ++generation_;
   runner_deadline_.cancel();
   capture_limit_.cancel();
+  abort_limit_.cancel();
+  aborted_.clear();  // the group's stop ends them
   runner_fd_.reset();
   runner_.reset();  // kills and reaps the tools still running
   capturing_.clear();
@@ -309,8 +337,17 @@ void HangResponder::finish_capture() {
     report.hung.push_back(rank);
   }
   before_print_();
-  for (std::size_t i = 0; i < report.hung.size(); ++i)
-    std::fprintf(stderr, "%s\n", one_line(report.hung[i], outcomes[i]).c_str());
+  for (std::size_t i = 0; i < report.hung.size(); ++i) {
+    const HungRank& rank = report.hung[i];
+    std::string note;
+    const WatchedWorker* worker = watched(rank.worker.pid);
+    if (worker != nullptr && worker->python && python_stacks_ && !tools_.py_spy) {
+      const bool aborting = abort_for_python_traceback(rank, *worker, tools_.py_spy.has_value(),
+                                                       process_is_stopped(rank.worker.pid));
+      note = py_spy_missing_note(*worker, aborting, rank.stack_file);
+    }
+    std::fprintf(stderr, "%s\n", one_line(rank, outcomes[i], note).c_str());
+  }
   std::fflush(stderr);
   events_.record("hang", hang_report_json(report));
   for (HungRank& rank : report.hung) {
@@ -386,8 +423,18 @@ void HangResponder::answer_round() {
 
 void HangResponder::act_on(const HungRank& rank) {
   // Only a worker not yet reaped: its pid is still ours.
-  if (!active_ || !live(rank.worker.pid))
+  const WatchedWorker* worker = watched(rank.worker.pid);
+  if (!active_ || worker == nullptr)
     return;
+  if (abort_for_python_traceback(rank, *worker, tools_.py_spy.has_value(),
+                                 process_is_stopped(rank.worker.pid))) {
+    abort_for_traceback(rank, *worker);
+    return;
+  }
+  kill_hung(rank);
+}
+
+void HangResponder::kill_hung(const HungRank& rank) {
   if (rank.cause == HangCause::kTimerExpired) {
     // As torchrun's server: the requested signal to the worker's pid; none asked, none sent.
     if (rank.signal > 0)
@@ -397,6 +444,77 @@ void HangResponder::act_on(const HungRank& rank) {
   // A silent worker: its whole process group, so the group fails and restarts; SIGKILL also
   // ends a SIGSTOPped one.
   signal_worker_group(rank.worker.pid, SIGKILL);
+}
+
+void HangResponder::abort_for_traceback(const HungRank& rank, const WatchedWorker& worker) {
+  // SIGABRT dumps core where RLIMIT_CORE allows: a hang's kill must leave no core file behind,
+  // so the worker's soft limit goes to 0 first (its hard limit stays).
+  rlimit no_core{};
+  if (::prlimit(rank.worker.pid, RLIMIT_CORE, nullptr, &no_core) == 0) {
+    no_core.rlim_cur = 0;
+    ::prlimit(rank.worker.pid, RLIMIT_CORE, &no_core, nullptr);
+  }
+  if (::kill(rank.worker.pid, SIGABRT) != 0) {
+    kill_hung(rank);
+    return;
+  }
+  aborted_.push_back(Aborted{rank, worker});
+  if (aborted_.size() > 1)
+    return;  // the limit runs already: the hangs of one capture are signalled together
+  abort_limit_.expires_after(kFaulthandlerExitLimit);
+  abort_limit_.async_wait([this, generation = generation_](const boost::system::error_code& error) {
+    if (!error && generation == generation_)
+      abort_limit_passed();
+  });
+}
+
+void HangResponder::abort_limit_passed() {
+  std::vector<Aborted> late = std::move(aborted_);
+  aborted_.clear();
+  before_print_();
+  for (const Aborted& entry : late) {
+    std::fprintf(stderr,
+                 "ddprun: %s did not end within %lld s of SIGABRT (no faulthandler traceback); "
+                 "killing it\n",
+                 rank_title(entry.rank.worker).c_str(),
+                 static_cast<long long>(kFaulthandlerExitLimit.count()));
+    if (live(entry.rank.worker.pid))
+      kill_hung(entry.rank);
+  }
+  std::fflush(stderr);
+}
+
+void HangResponder::traceback_written(const HungRank& rank, const WatchedWorker& worker) {
+  // Its process group may outlive it (its own children): a silent worker's group is killed as
+  // SIGKILL would have. As WorkerGroup::kill_all, a group id stays reserved while members live.
+  if (rank.cause == HangCause::kNoHeartbeat)
+    ::killpg(rank.worker.pid, SIGKILL);
+  const std::string tail = worker.stderr_file.empty()
+                               ? std::string()
+                               : read_file_tail(worker.stderr_file, kStderrTailBytes);
+  const std::string_view dump = last_faulthandler_dump(tail, kFaulthandlerDumpBytes);
+  std::vector<StackFrame> frames = parse_faulthandler_main_thread(dump);
+  frames.resize(std::min(frames.size(), kHangReportFrames));
+  if (!rank.stack_file.empty()) {
+    std::ofstream out(rank.stack_file, std::ios::app);
+    out << faulthandler_section(worker, dump);
+  }
+  std::string line = "ddprun: " + rank_title(rank.worker) + " Python stack (faulthandler): ";
+  if (frames.empty()) {
+    line += worker.stderr_file.empty() ? "written to " + traceback_destination(worker)
+                                       : "none found in " + worker.stderr_file;
+  } else {
+    line += frames_text(frames);
+    if (!rank.stack_file.empty())
+      line += "; full traceback: " + rank.stack_file;
+    // The failure table names the Python frames rather than the interpreter's C ones.
+    HungRank with_python = rank;
+    with_python.top_frames = frames;
+    hang_messages_[rank.worker.pid] = format_hung_rank_message(with_python);
+  }
+  before_print_();
+  std::fprintf(stderr, "%s\n", line.c_str());
+  std::fflush(stderr);
 }
 
 }  // namespace ddprun::agent

@@ -6,7 +6,11 @@
 // <attempt dir>/stacks/. Then each hung rank gets one "ddprun: ... hung: ..." stderr line and the
 // events file a "hang" event. Once the round also answered (peers_captured(): the others are
 // done, or its own bound passed), the worker is signalled: the signal its expired timer asked
-// for, or SIGKILL (to its process group) for a silent one. capture_for_peer() is the other side:
+// for, or SIGKILL (to its process group) for a silent one. A Python worker that is to be
+// SIGKILLed while py-spy is absent gets SIGABRT first, so Python's faulthandler writes its
+// traceback (python_traceback_fallback.hpp); once it exited, the traceback goes into its stack
+// file and a second line names its Python frames (or, after kFaulthandlerExitLimit, it is
+// SIGKILLed as any). capture_for_peer() is the other side:
 // another node's worker hung, and this node's stacks go to the same place, announced by a
 // "peer_stacks" event.
 
@@ -72,6 +76,8 @@ class HangResponder {
   // loop; done("") when there was nothing to capture or the group stopped first.
   void capture_on_request(std::function<void(const std::string&)> done);
   std::optional<std::string> hang_message(pid_t pid) const;
+  // py-spy was looked for and not found: Python frames need faulthandler's route.
+  bool lacks_py_spy() const { return python_stacks_ && !tools_.py_spy; }
 
  private:
   void start_capture();
@@ -85,6 +91,11 @@ class HangResponder {
   void answer_requests(const std::string& stacks_dir);
   bool capture_wanted() const;
   void act_on(const HungRank& rank);
+  void kill_hung(const HungRank& rank);
+  void abort_for_traceback(const HungRank& rank, const WatchedWorker& worker);
+  void traceback_written(const HungRank& rank, const WatchedWorker& worker);
+  void abort_limit_passed();
+  const WatchedWorker* watched(pid_t pid) const;
   std::string stacks_dir_for_capture();
 
   boost::asio::io_context& io_;
@@ -120,6 +131,14 @@ class HangResponder {
   boost::asio::steady_timer runner_deadline_;
   boost::asio::steady_timer capture_limit_;
   std::string fallback_dir_;  // a temporary folder for stacks when file logs are off
+
+  // Hung Python workers sent SIGABRT for their faulthandler traceback, until they exit.
+  struct Aborted {
+    HungRank rank;
+    WatchedWorker worker;
+  };
+  std::vector<Aborted> aborted_;
+  boost::asio::steady_timer abort_limit_;
 };
 
 }  // namespace ddprun::agent

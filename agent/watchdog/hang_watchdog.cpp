@@ -27,6 +27,9 @@ HangWatchdog::HangWatchdog(boost::asio::io_context& io, const WatchdogConfig& co
                            std::string host, std::function<void()> before_print, RoundHooks round,
                            HeartbeatDriver::BeatObserver on_beats)
     : agent_env_(agent_env),
+      python_entry_(workers.entry_kind == EntryKind::kPythonScript ||
+                    workers.entry_kind == EntryKind::kPythonModule),
+      heartbeat_on_(config.heartbeat_timeout.has_value()),
       responder_(io, agent_env, locate_stack_tools(agent_env, python_bin_dirs(workers, agent_env)),
                  // The bundled trainer is LibTorch without Python: py-spy could only fail on it.
                  workers.entry_kind != EntryKind::kBundledTrainer, events, std::move(host),
@@ -44,12 +47,34 @@ void HangWatchdog::prepare_group(std::vector<WorkerLaunch>& launches,
   responder_.prepare_group(attempt_dir);
   file_timer_.prepare(launches, agent_env_);
   heartbeat_.prepare(launches);
+  launched_.clear();
+  const bool faulthandler_route =
+      python_entry_ && responder_.lacks_py_spy() && (heartbeat_on_ || file_timer_.serving());
+  for (WorkerLaunch& launch : launches) {
+    if (faulthandler_route)
+      launch.env.try_emplace("PYTHONFAULTHANDLER", "1");
+    WatchedWorker& worker = launched_[launch.local_rank];
+    worker.python = python_entry_;
+    const auto faulthandler = launch.env.find("PYTHONFAULTHANDLER");
+    // Python enables it for any non-empty value.
+    worker.faulthandler =
+        python_entry_ && faulthandler != launch.env.end() && !faulthandler->second.empty();
+    const StreamPlan& err = launch.logs.err;
+    if (err.route == StreamRoute::kFile || err.route == StreamRoute::kTee)
+      worker.stderr_file = err.file;
+    worker.stderr_discarded = err.route == StreamRoute::kDiscard;
+  }
 }
 
 void HangWatchdog::group_started(const std::vector<WorkerRecord>& workers) {
   std::vector<WatchedWorker> watched;
-  for (const WorkerRecord& record : workers)
-    watched.push_back(WatchedWorker{record.local_rank, record.global_rank, record.pid});
+  for (const WorkerRecord& record : workers) {
+    WatchedWorker worker = launched_[record.local_rank];
+    worker.local_rank = record.local_rank;
+    worker.global_rank = record.global_rank;
+    worker.pid = record.pid;
+    watched.push_back(std::move(worker));
+  }
   responder_.group_started(watched);
   file_timer_.start(watched);
   heartbeat_.start(watched);

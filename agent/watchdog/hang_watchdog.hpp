@@ -11,6 +11,7 @@
 #include <sys/types.h>
 
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -37,7 +38,9 @@ class HangWatchdog {
   HangWatchdog& operator=(const HangWatchdog&) = delete;
 
   // Before the spawn: creates this start's FIFO (when enabled) and heartbeat pipes (with
-  // --watchdog-timeout) and adds their variables and descriptors to the launches. attempt_dir
+  // --watchdog-timeout) and adds their variables and descriptors to the launches; with either
+  // on and py-spy absent, Python workers get PYTHONFAULTHANDLER=1 unless the job set it
+  // (python_traceback_fallback.hpp). attempt_dir
   // is where stacks go ("" when file logs are off: then a temporary folder). Throws
   // std::runtime_error when the FIFO or a pipe cannot be made.
   void prepare_group(std::vector<WorkerLaunch>& launches, const std::string& attempt_dir);
@@ -69,6 +72,10 @@ class HangWatchdog {
 
  private:
   const EnvMap& agent_env_;
+  bool python_entry_ = false;  // a script or -m: Python's faulthandler can help
+  bool heartbeat_on_ = false;
+  // Per local rank, from this start's launches: its stderr and faulthandler (WatchedWorker).
+  std::map<int, WatchedWorker> launched_;
   HangResponder responder_;
   FileTimerDriver file_timer_;
   HeartbeatDriver heartbeat_;

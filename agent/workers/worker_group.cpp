@@ -113,6 +113,7 @@ void WorkerGroup::start_worker(const WorkerLaunch& launch, const sigset_t& child
     }
     pumps_.emplace_back(std::move(wiring.pump_read_end), console, std::move(wiring.pump_file),
                         std::move(duplicate));
+    pump_worker_.push_back(workers_.size() - 1);
   };
   add_pump(out, launch.logs.out, ConsoleStream::kOut);
   add_pump(err, launch.logs.err, ConsoleStream::kErr);
@@ -142,7 +143,8 @@ GroupState WorkerGroup::state() const {
 }
 
 void WorkerGroup::reap() {
-  for (auto& worker : workers_) {
+  for (std::size_t index = 0; index < workers_.size(); ++index) {
+    WorkerRecord& worker = workers_[index];
     if (worker.exit)
       continue;
     int status = 0;
@@ -151,6 +153,11 @@ void WorkerGroup::reap() {
       worker.exit = worker_exit_from_wait_status(status);
       worker.exit_time_s = unix_time_now();
       worker.stopped_by_agent = stopping_ && ended_by_stop(*worker.exit);
+      // Its last words were written before it exited: they are in the pipe now.
+      for (std::size_t pump = 0; pump < pumps_.size(); ++pump) {
+        if (pump_worker_[pump] == index)
+          pumps_[pump].on_readable();
+      }
     } else if (rc < 0 && errno == ECHILD) {
       worker.exit = WorkerExit{-SIGKILL};  // reaped elsewhere: treat as lost
       worker.exit_time_s = unix_time_now();

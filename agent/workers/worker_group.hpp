@@ -62,7 +62,9 @@ class WorkerGroup {
   WorkerGroup& operator=(const WorkerGroup&) = delete;
 
   // Collects the exits of workers that ended (non-blocking; call on SIGCHLD). Reaps by pid
-  // only, so the agent's other children (stack capture tools) are left to their owners.
+  // only, so the agent's other children (stack capture tools) are left to their owners. What
+  // a reaped worker wrote last is copied from its tee'd pipes first, so its log file is whole
+  // once its exit is known (a hang's faulthandler traceback is read from there).
   void reap();
   GroupState state() const;
   bool all_exited() const;
@@ -91,6 +93,7 @@ class WorkerGroup {
   std::vector<std::pair<std::string, OwnedFd>> duplicate_files_;  // path, O_APPEND fd
   std::vector<WorkerRecord> workers_;
   std::vector<OutputPump> pumps_;
+  std::vector<std::size_t> pump_worker_;  // per pump: its worker's index in workers_
   bool stopping_ = false;
   int stop_signal_ = SIGTERM;
   bool output_finished_ = false;

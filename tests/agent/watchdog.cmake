@@ -12,6 +12,7 @@ ddprun_add_test(NAME agent_watchdog_unit_test
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/watchdog_protocol_test.cpp
           ${CMAKE_CURRENT_SOURCE_DIR}/watchdog_progress_test.cpp
           ${CMAKE_CURRENT_SOURCE_DIR}/watchdog_report_test.cpp
+          ${CMAKE_CURRENT_SOURCE_DIR}/watchdog_faulthandler_test.cpp
   LIBS ${agent_watchdog_libs}
   LABELS unit TIMEOUT 30)
 
@@ -31,8 +32,10 @@ ddprun_add_test(NAME agent_watchdog_process_test
 
 # End to end: the real ddprun binary with the watchdogs wired into its event loop (file timer
 # with PyTorch's FileTimerClient and gloo, --watchdog-timeout with the bundled trainer, garbage
-# in the FIFO). Each case is bounded well under a minute.
+# in the FIFO; a Python worker without py-spy, through faulthandler). Each case is bounded well
+# under a minute.
 ddprun_add_test(NAME agent_watchdog_e2e_test
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/watchdog_e2e_test.cpp
+          ${CMAKE_CURRENT_SOURCE_DIR}/watchdog_python_test.cpp
   LIBS ${agent_watchdog_libs} nlohmann_json::nlohmann_json
   LABELS integration TIMEOUT 180)
