@@ -14,9 +14,19 @@ void die_with_agent(pid_t agent_pid) {
 }
 
 void restore_signals(const sigset_t& mask) {
-  struct sigaction default_action {};
+  struct sigaction default_action{};
   default_action.sa_handler = SIG_DFL;
   ::sigaction(SIGPIPE, &default_action, nullptr);
+  // What exec would do, done before the mask opens: a signal that arrives between here and the
+  // exec (a stop right after the start) must act as it will on the worker, not run a handler
+  // of the agent's process in the child. Ignored signals stay ignored, as across exec.
+  for (int sig = 1; sig < NSIG; ++sig) {
+    struct sigaction current{};
+    if (sig == SIGKILL || sig == SIGSTOP || ::sigaction(sig, nullptr, &current) != 0)
+      continue;
+    if ((current.sa_flags & SA_SIGINFO) != 0 || current.sa_handler != SIG_IGN)
+      ::sigaction(sig, &default_action, nullptr);
+  }
   ::sigprocmask(SIG_SETMASK, &mask, nullptr);
 }
 

@@ -16,7 +16,8 @@ namespace ddprun::agent {
 void die_with_agent(pid_t agent_pid);
 
 // Undoes what exec would otherwise carry over from the agent: its ignored SIGPIPE and its
-// blocked signals (the agent blocks the ones it reads from a signalfd).
+// blocked signals (the agent blocks the ones it reads from a signalfd); and resets caught
+// signals to their default before the mask opens, as exec would.
 void restore_signals(const sigset_t& mask);
 
 // write(2) until all is written or the descriptor fails; the child has nothing to do on failure.
