@@ -1,6 +1,7 @@
 # Node checks before each join (--health-check, agent/node_check/): the pure parts (which checks
-# apply, nvidia-smi's answer, the round machine's check-and-retry), and end to end with three
-# real agents on loopback, one of them failing its check.
+# apply, nvidia-smi's answer, the round machine's check-and-retry), the driver with real child
+# processes (timeouts, folders, a stand-in nvidia-smi), and end to end with three real agents on
+# loopback, one of them failing its check.
 ddprun_add_test(NAME agent_node_check_unit_test
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/node_check_unit_test.cpp
   LIBS ddprun_agent
@@ -12,3 +13,8 @@ ddprun_add_test(NAME agent_node_check_test
   LABELS integration TIMEOUT 120)
 target_include_directories(agent_node_check_test PRIVATE ${PROJECT_SOURCE_DIR})
 add_dependencies(agent_node_check_test ddprun)
+
+ddprun_add_test(NAME agent_node_check_driver_test
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/node_check_driver_test.cpp
+  LIBS ddprun_agent
+  LABELS integration TIMEOUT 120)
