@@ -56,6 +56,9 @@ struct RendezvousConfig {
   common::Seconds exit_barrier_timeout{300};
   // A watchdog runs here, so this node captures its stacks when another node's worker hangs.
   bool captures_stacks_for_peers = false;
+  // Node checks (--health-check) before each join; set: how long a node that failed them waits
+  // before it checks again.
+  std::optional<common::Seconds> node_check_interval;
 };
 
 // The workers each round starts (agent/workers/, agent/loop/).
@@ -105,6 +108,13 @@ struct HealthCheckConfig {
   common::Seconds stale_after{60};
 };
 
+// Node checks before each join (agent/node_check/): --health-check. The interval between a
+// failed check and the next is RendezvousConfig::node_check_interval (the round machine waits).
+struct NodeCheckConfig {
+  std::optional<std::string> command;  // run with /bin/sh -c; nothing: no node checks at all
+  common::Seconds timeout{60};         // each command is killed after this long (failed)
+};
+
 struct AgentConfig {
   RendezvousConfig rendezvous;
   WorkerSpec workers;
@@ -112,6 +122,7 @@ struct AgentConfig {
   WatchdogConfig watchdog;
   SupervisionConfig supervision;
   HealthCheckConfig health;
+  NodeCheckConfig node_check;
   std::optional<std::string> events_file;  // one JSON line per agent event
 };
 

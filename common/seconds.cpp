@@ -74,4 +74,12 @@ std::chrono::steady_clock::duration steady(Seconds seconds) {
       std::clamp(seconds, Seconds::zero(), kMaxSeconds));
 }
 
+std::string seconds_text(Seconds seconds) {
+  std::string text = std::to_string(seconds.count());
+  text.erase(text.find_last_not_of('0') + 1);
+  if (!text.empty() && text.back() == '.')
+    text.pop_back();
+  return text;
+}
+
 }  // namespace ddprun::common

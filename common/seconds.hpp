@@ -25,6 +25,9 @@ std::variant<Seconds, SecondsProblem> parse_seconds(std::string_view text, bool 
 // What a caller's message says is expected: "a number of seconds greater than 0, at most 1e7".
 std::string seconds_expected(bool zero_allowed);
 
+// "30", "0.5": the number of seconds as a message shows it (six decimals at most).
+std::string seconds_text(Seconds seconds);
+
 // A steady-clock wait of that long; never negative.
 std::chrono::steady_clock::duration steady(Seconds seconds);
 

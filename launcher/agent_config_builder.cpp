@@ -47,7 +47,12 @@ agent::AgentConfig build_agent_config(const LaunchConfig& config) {
   agent.supervision.signals_to_handle = config.signals_to_handle;
 
   agent.health.port = config.health_check_port;
-  agent.health.stale_after = config.health_check_timeout;
+  agent.health.stale_after = config.health_server_timeout;
+
+  agent.node_check.command = config.health_check;
+  agent.node_check.timeout = config.health_check_timeout;
+  if (config.health_check)
+    rdzv.node_check_interval = config.health_check_interval;
 
   agent.events_file = config.events_file;
   return agent;

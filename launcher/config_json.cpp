@@ -78,7 +78,10 @@ nlohmann::json launch_config_to_json(const LaunchConfig& config) {
   json["timer_file"] = optional_json(config.timer_file);
   json["use_libuv"] = config.use_libuv;
   json["health_check_port"] = optional_json(config.health_check_port);
+  json["health_server_timeout"] = config.health_server_timeout.count();
+  json["health_check"] = optional_json(config.health_check);
   json["health_check_timeout"] = config.health_check_timeout.count();
+  json["health_check_interval"] = config.health_check_interval.count();
   json["events_file"] = optional_json(config.events_file);
   json["watchdog_timeout"] =
       config.watchdog_timeout ? nlohmann::json(config.watchdog_timeout->count()) : nlohmann::json();

@@ -155,6 +155,22 @@ constexpr std::array kOptions{
     OptionSpec{"straggler_window", "straggler-window", '\0', kValue, kExtras, true, "SECONDS",
                "How far back --straggler-factor looks, and how often the nodes compare. "
                "Default 60."},
+    OptionSpec{"health_check", "health-check", '\0', kValue, kExtras, true, "CMD",
+               "Node check before each join (the first, and every re-join after a failure or "
+               "membership change): CMD through /bin/sh -c must exit 0, with built-in checks: "
+               "--log-dir, and for `train` its snapshot folder, writable with 64 MiB free; on a "
+               "node with GPUs, every visible GPU answers nvidia-smi (when found). A node that "
+               "fails does not join: it says why and checks again after "
+               "--health-check-interval; the others form the round without it (MIN:MAX lets a "
+               "spare take its place). `true` runs only the built-in checks. Default off."},
+    OptionSpec{"health_check_timeout", "health-check-timeout", '\0', kValue, kExtras, true,
+               "SECONDS",
+               "How long --health-check's CMD (and the GPU query) may run before it is killed "
+               "and the check fails. Default 60."},
+    OptionSpec{"health_check_interval", "health-check-interval", '\0', kValue, kExtras, true,
+               "SECONDS",
+               "How long a node whose --health-check failed waits before it checks again. "
+               "Default 30."},
     OptionSpec{"version", "", '\0', kFlag, kExtras, false, "", "Print the version and exit."},
     OptionSpec{"help", "", 'h', kFlag, kExtras, false, "", "Print this help and exit."},
 };

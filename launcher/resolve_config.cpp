@@ -8,6 +8,7 @@
 #include <optional>
 #include <tuple>
 
+#include "common/text.hpp"
 #include "launcher/entry_point.hpp"
 #include "launcher/gpu_visibility.hpp"
 #include "launcher/numa_binding.hpp"
@@ -167,10 +168,10 @@ void resolve_torchelastic_environment(const Environment& env, LaunchConfig& conf
       health_port ? "env:TORCHELASTIC_HEALTH_CHECK_PORT" : "default";
   const auto health_timeout = lookup(env, "DDPRUN_HEALTH_CHECK_TIMEOUT");
   if (health_timeout) {
-    config.health_check_timeout =
+    config.health_server_timeout =
         parse_seconds(*health_timeout, "DDPRUN_HEALTH_CHECK_TIMEOUT", /*positive=*/true);
   }
-  config.value_sources["health_check_timeout"] =
+  config.value_sources["health_server_timeout"] =
       health_timeout ? "env:DDPRUN_HEALTH_CHECK_TIMEOUT" : "default";
 }
 
@@ -342,6 +343,18 @@ ResolvedLaunch resolve_launch(const ParsedCommandLine& parsed, const Environment
   }
   if (auto v = values.get("straggler_window")) {
     config.straggler_window = parse_seconds(v->text, label("straggler_window", *v), true);
+  }
+  if (auto v = values.get("health_check")) {
+    if (common::trim(v->text).empty())
+      throw UsageError(label("health_check", *v), "empty",
+                       "a shell command (`true`: built-ins only)");
+    config.health_check = v->text;
+  }
+  if (auto v = values.get("health_check_timeout")) {
+    config.health_check_timeout = parse_seconds(v->text, label("health_check_timeout", *v), true);
+  }
+  if (auto v = values.get("health_check_interval")) {
+    config.health_check_interval = parse_seconds(v->text, label("health_check_interval", *v), true);
   }
   if (auto v = values.get("exit_barrier_timeout")) {
     config.exit_barrier_timeout = parse_seconds(v->text, label("exit_barrier_timeout", *v), false);

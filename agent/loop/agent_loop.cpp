@@ -77,6 +77,14 @@ AgentLoop::AgentLoop(const AgentConfig& config, SignalChannel& signals, EventLog
             if (straggler_watch_)
               straggler_watch_->on_beats(local_rank, beats);
           }) {
+  if (config.node_check.command) {
+    node_checks_.emplace(io_, config, inherited_env_, [this](round::NodeChecked checked) {
+      if (checked.passed)  // a failure is the machine's notice, with the round and the retry
+        events_.record("node_check_passed");
+      if (rendezvous_ && !exit_status_)
+        rendezvous_->driver().feed(std::move(checked));
+    });
+  }
   const char* templ = std::getenv("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE");
   prefix_template_ = templ != nullptr ? templ : std::string(kDefaultPrefixTemplate);
 }
@@ -88,6 +96,7 @@ AgentLoop::~AgentLoop() {
   watchdog_.group_gone();
   straggler_watch_.reset();
   stacks_on_demand_.reset();
+  node_checks_.reset();
   rendezvous_.reset();
 }
 
@@ -96,7 +105,8 @@ int AgentLoop::run() {
     return round::kExitFailure;
   }
   try {
-    rendezvous_ = std::make_unique<NodeRendezvous>(config_.rendezvous, io_, *this, this);
+    rendezvous_ = std::make_unique<NodeRendezvous>(config_.rendezvous, io_, *this, this,
+                                                   node_checks_ ? this : nullptr);
   } catch (const std::exception& error) {
     std::fprintf(stderr, "ddprun: rendezvous failed: %s\n", error.what());
     events_.record("exit", {{"exit_code", round::kExitFailure},
@@ -419,8 +429,8 @@ void AgentLoop::notice(const round::Notice& notice) {
   end_open_console_lines();
   std::fprintf(stderr, "ddprun: %s\n", notice.text.c_str());
   std::fflush(stderr);
-  static constexpr const char* kRecorded[] = {"restart", "membership_change", "node_lost",
-                                              "signal"};
+  static constexpr const char* kRecorded[] = {"restart", "membership_change", "node_lost", "signal",
+                                              "node_check_failed"};
   if (std::find(std::begin(kRecorded), std::end(kRecorded), notice.kind) != std::end(kRecorded)) {
     events_.record(notice.kind, {{"round", notice.round}, {"message", notice.text}});
   }
@@ -461,6 +471,10 @@ void AgentLoop::capture_stacks(const round::CaptureStacks& /*request*/) {
 
 void AgentLoop::peers_captured_stacks() {
   watchdog_.peers_captured();
+}
+
+void AgentLoop::check_node(const round::CheckNode& /*request*/) {
+  node_checks_->start();
 }
 
 bool AgentLoop::start_health_server() {

@@ -6,8 +6,10 @@
 // assignment, stop them (the signal, SIGKILL after the shutdown timeout), host the workers'
 // store, report, and finish with an exit status. Nothing here blocks for long and no thread is
 // left behind: the only threads are the hosted stores' event loops and the health-check
-// server's, joined on destruction. With a health-check server, the loop records its progress
-// on a timer and at each event, so a stalled loop shows as 503 there.
+// server's, joined on destruction. With --health-check, the node checks run before each join
+// (the machine asks, agent/node_check/ runs them as bounded children, the loop answers). With a
+// health-check server, the loop records its progress on a timer and at each event, so a stalled
+// loop shows as 503 there.
 
 #include <memory>
 #include <optional>
@@ -23,6 +25,7 @@
 #include "agent/node/node_rendezvous.hpp"
 #include "agent/node/round_types.hpp"
 #include "agent/stacks/stacks_on_demand.hpp"
+#include "agent/node_check/node_check_driver.hpp"
 #include "agent/watchdog/hang_watchdog.hpp"
 #include "agent/watchdog/straggler_watch.hpp"
 #include "agent/workers/worker_env.hpp"
@@ -33,7 +36,8 @@
 namespace ddprun::agent {
 
 class AgentLoop final : public rendezvous::backends::RoundListener,
-                        public rendezvous::backends::StackCapturer {
+                        public rendezvous::backends::StackCapturer,
+                        public rendezvous::backends::NodeChecker {
  public:
   // signals must outlive the loop; it was made before any thread, so every thread blocks the
   // handled signals and they reach the loop through its descriptor.
@@ -54,6 +58,8 @@ class AgentLoop final : public rendezvous::backends::RoundListener,
   // StackCapturer: the watchdog's hang protocol.
   void capture_stacks(const rendezvous::round::CaptureStacks& request) override;
   void peers_captured_stacks() override;
+  // NodeChecker: --health-check, before each join.
+  void check_node(const rendezvous::round::CheckNode& request) override;
 
  private:
   // Why the group is being stopped: its own first failure (then the failures are reported once
@@ -108,8 +114,9 @@ class AgentLoop final : public rendezvous::backends::RoundListener,
   boost::asio::steady_timer health_timer_;
   HealthBoard health_board_;                   // before the server, which reads it
   std::optional<HealthServer> health_server_;  // TORCHELASTIC_HEALTH_CHECK_PORT given
-  // After io_: its descriptors and timers belong to io_ and must go first.
+  // After io_: their descriptors and timers belong to io_ and must go first.
   HangWatchdog watchdog_;
+  std::optional<NodeCheckDriver> node_checks_;  // --health-check given
 
   std::optional<int> exit_status_;
 };

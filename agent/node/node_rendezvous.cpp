@@ -6,13 +6,14 @@ namespace ddprun::agent {
 
 NodeRendezvous::NodeRendezvous(const RendezvousConfig& config, boost::asio::io_context& io,
                                rendezvous::backends::RoundListener& listener,
-                               rendezvous::backends::StackCapturer* stacks)
+                               rendezvous::backends::StackCapturer* stacks,
+                               rendezvous::backends::NodeChecker* checker)
     : workers_store_bind_(config.standalone ? "127.0.0.1" : "0.0.0.0") {
   RendezvousSetup setup = set_up_rendezvous(config, io);
   hosted_store_ = std::move(setup.hosted_store);
   workers_store_addr_ = std::move(setup.workers_store_addr);
   driver_ = std::make_unique<rendezvous::backends::RoundDriver>(
-      io, std::move(setup.machine), std::move(setup.backend), listener, stacks);
+      io, std::move(setup.machine), std::move(setup.backend), listener, stacks, checker);
 }
 
 NodeRendezvous::~NodeRendezvous() = default;

@@ -17,10 +17,12 @@ namespace ddprun::agent {
 class NodeRendezvous {
  public:
   // Throws what set_up_rendezvous throws (RendezvousError naming the option at fault).
-  // stacks: nullptr for an agent without worker stacks to capture.
+  // stacks: nullptr for an agent without worker stacks to capture; checker: nullptr for an
+  // agent without node checks.
   NodeRendezvous(const RendezvousConfig& config, boost::asio::io_context& io,
                  rendezvous::backends::RoundListener& listener,
-                 rendezvous::backends::StackCapturer* stacks = nullptr);
+                 rendezvous::backends::StackCapturer* stacks = nullptr,
+                 rendezvous::backends::NodeChecker* checker = nullptr);
   NodeRendezvous(const NodeRendezvous&) = delete;
   NodeRendezvous& operator=(const NodeRendezvous&) = delete;
   ~NodeRendezvous();

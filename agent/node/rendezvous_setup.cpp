@@ -177,6 +177,7 @@ RendezvousSetup set_up_rendezvous(const RendezvousConfig& config, boost::asio::i
   m.max_restarts = config.max_restarts;
   m.exit_barrier_timeout = config.exit_barrier_timeout;
   m.captures_stacks_for_peers = config.captures_stacks_for_peers;
+  m.node_check_interval = config.node_check_interval;
   setup.workers_store_addr = config.standalone ? "localhost" : m.self.addr;
 
   Endpoint endpoint;

@@ -11,7 +11,7 @@ namespace ddprun::agent {
 namespace {
 
 bool is_executable_file(const std::string& path) {
-  struct stat info {};
+  struct stat info{};
   return ::stat(path.c_str(), &info) == 0 && S_ISREG(info.st_mode) &&
          ::access(path.c_str(), X_OK) == 0;
 }
@@ -44,6 +44,10 @@ std::optional<std::string> find_in(const std::vector<std::string>& dirs, const s
 }
 
 }  // namespace
+
+std::optional<std::string> find_on_path(const EnvMap& env, const std::string& name) {
+  return find_in(path_dirs(env), name);
+}
 
 StackTools locate_stack_tools(const EnvMap& env, const std::vector<std::string>& python_bin_dirs) {
   const std::vector<std::string> on_path = path_dirs(env);

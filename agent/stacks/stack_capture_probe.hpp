@@ -4,6 +4,7 @@
 
 #include <sys/types.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,9 @@ namespace ddprun::agent {
 // py-spy from python_bin_dirs first (the bin/ of the worker's interpreter as its command names
 // it, e.g. a venv's, without resolving symlinks), then from env's PATH; eu-stack and gdb from
 // env's PATH. Executable regular files only.
+// An executable regular file `name` in one of env's PATH folders (absolute ones only).
+std::optional<std::string> find_on_path(const EnvMap& env, const std::string& name);
+
 StackTools locate_stack_tools(const EnvMap& env, const std::vector<std::string>& python_bin_dirs);
 
 // True when /proc/<pid>/stat shows a stop (T: SIGSTOP and friends, t: traced). False when the

@@ -12,12 +12,13 @@ round::MachineTime machine_now() {
 
 RoundDriver::RoundDriver(boost::asio::io_context& io, round::MachineConfig config,
                          std::unique_ptr<KvBackend> backend, RoundListener& listener,
-                         StackCapturer* stacks)
+                         StackCapturer* stacks, NodeChecker* checker)
     : io_(io),
       machine_(std::move(config)),
       backend_(std::move(backend)),
       listener_(listener),
       stacks_(stacks),
+      checker_(checker),
       timer_(io) {}
 
 void RoundDriver::feed(round::MachineEvent event) {
@@ -68,6 +69,13 @@ void RoundDriver::carry_out() {
                    [&](round::PeersCapturedStacks&) {
                      if (stacks_ != nullptr) {
                        stacks_->peers_captured_stacks();
+                     }
+                   },
+                   [&](round::CheckNode& check) {
+                     if (checker_ != nullptr) {
+                       checker_->check_node(check);
+                     } else {
+                       feed(round::NodeChecked{});
                      }
                    },
                },

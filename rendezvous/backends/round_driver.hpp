@@ -43,12 +43,21 @@ class StackCapturer {
   virtual void peers_captured_stacks() = 0;
 };
 
+// What an agent with node checks (--health-check) adds: runs them when the machine asks, before
+// each join, and answers NodeChecked. A driver without one answers every request at once: passed.
+class NodeChecker {
+ public:
+  virtual ~NodeChecker() = default;
+  virtual void check_node(const round::CheckNode& request) = 0;
+};
+
 class RoundDriver {
  public:
-  // stacks: nullptr when the agent has no worker stacks to capture.
+  // stacks: nullptr when the agent has no worker stacks to capture; checker: nullptr when the
+  // node has no checks to run.
   RoundDriver(boost::asio::io_context& io, round::MachineConfig config,
               std::unique_ptr<KvBackend> backend, RoundListener& listener,
-              StackCapturer* stacks = nullptr);
+              StackCapturer* stacks = nullptr, NodeChecker* checker = nullptr);
   RoundDriver(const RoundDriver&) = delete;
   RoundDriver& operator=(const RoundDriver&) = delete;
 
@@ -69,6 +78,7 @@ class RoundDriver {
   std::unique_ptr<KvBackend> backend_;
   RoundListener& listener_;
   StackCapturer* stacks_;
+  NodeChecker* checker_;
   boost::asio::steady_timer timer_;
   std::deque<round::MachineEvent> queue_;
   bool stepping_ = false;

@@ -3,6 +3,7 @@
 // shape, and the protocol's timeouts. Built once by the agent from the parsed command line.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "common/seconds.hpp"
@@ -47,6 +48,11 @@ struct MachineConfig {
   // This agent watches its workers for hangs: it also captures their stacks when another
   // node's worker hangs (it waits on the round's hang key for that).
   bool captures_stacks_for_peers = false;
+  // Node checks (--health-check): set, the machine asks for them (CheckNode) before the first
+  // join and before every re-join, and a node that fails them does not join: it says why and
+  // asks again after this interval. The other nodes form their rounds without it, as without
+  // any node that does not come (MIN:MAX lets a waiting spare take its place).
+  std::optional<common::Seconds> node_check_interval;
 };
 
 }  // namespace ddprun::rendezvous::round

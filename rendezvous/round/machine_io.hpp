@@ -14,6 +14,7 @@
 //  4. Arm one timer for next_deadline() after every step, and feed TimerFired when it passes.
 //  5. Stop feeding events after Finish; drop pending ops (their replies are ignored anyway).
 //  6. Answer every CaptureStacks and HangDetected with StacksCaptured, in bounded time.
+//  7. Answer every CheckNode with NodeChecked, in bounded time (the checks are bounded).
 
 #include <cstdint>
 #include <string>
@@ -68,9 +69,17 @@ struct HangDetected {
 // their capture ended).
 struct StacksCaptured {};
 
-using MachineEvent = std::variant<Begin, KvAnswered, TimerFired, WorkersStoreHosted,
-                                  WorkersStoreFailed, WorkersSucceeded, WorkersFailed,
-                                  WorkersStopped, SignalReceived, HangDetected, StacksCaptured>;
+// Answer to CheckNode: whether this node passed its checks; reason names the failed check and
+// why ("health check command: exit status 3: disk bad").
+struct NodeChecked {
+  bool passed = true;
+  std::string reason;
+};
+
+using MachineEvent =
+    std::variant<Begin, KvAnswered, TimerFired, WorkersStoreHosted, WorkersStoreFailed,
+                 WorkersSucceeded, WorkersFailed, WorkersStopped, SignalReceived, HangDetected,
+                 StacksCaptured, NodeChecked>;
 
 // ---- Effects ----
 
@@ -117,9 +126,14 @@ struct CaptureStacks {
 // MachineConfig::peer_stacks_wait passed, or there is no one to wait for. The hung worker
 // may be signalled now. Not emitted when the machine stops the workers first.
 struct PeersCapturedStacks {};
+// Before each join (MachineConfig::node_check_interval set): run the node's checks and answer
+// NodeChecked. round: the round the node would join next, for messages.
+struct CheckNode {
+  uint64_t round = 0;
+};
 
 using MachineEffect = std::variant<IssueKv, CancelKv, HostWorkersStore, StartWorkers, StopWorkers,
-                                   Notice, Finish, CaptureStacks, PeersCapturedStacks>;
+                                   Notice, Finish, CaptureStacks, PeersCapturedStacks, CheckNode>;
 
 // Exit statuses. 128+N for a signal N, so a requeue wrapper can tell "preempted" from "failed"
 // (torchrun exits 1 for both).

@@ -166,6 +166,7 @@ void RoundMachine::step(const MachineEvent& event, MachineTime now) {
                    [&](const SignalReceived& received) { on_signal(received.signal, now); },
                    [&](const HangDetected& hang) { hang_detected(hang.report); },
                    [&](const StacksCaptured&) { stacks_captured(); },
+                   [&](const NodeChecked& checked) { node_checked(checked, now); },
                },
                event);
   } catch (const RendezvousError& error) {
@@ -232,12 +233,16 @@ void RoundMachine::on_timer(MachineTime now) {
   if (phase_ == Phase::kRunning || phase_ == Phase::kExitBarrier) {
     watch_timer(now);
   }
+  if (phase_ == Phase::kNodeCheck && node_check_retry_ && now >= *node_check_retry_) {
+    check_node();
+  }
 }
 
 void RoundMachine::on_signal(int signal, MachineTime now) {
   const std::string name = common::signal_name(signal);
   switch (phase_) {
     case Phase::kIdle:
+    case Phase::kNodeCheck:
     case Phase::kCheckingConfig:
     case Phase::kJoining:
     case Phase::kLate:
@@ -324,6 +329,9 @@ std::optional<MachineTime> RoundMachine::next_deadline() const {
     return std::nullopt;
   }
   consider(leave_deadline_);
+  if (phase_ == Phase::kNodeCheck) {
+    consider(node_check_retry_);
+  }
   if ((phase_ == Phase::kRunning || phase_ == Phase::kExitBarrier) && current_) {
     if (watch_.heartbeats) {
       consider(watch_.next_beat);
@@ -339,8 +347,8 @@ std::optional<MachineTime> RoundMachine::next_deadline() const {
 const char* RoundMachine::phase_name() const {
   // In the order of Phase, sized by the list so that the static_assert catches a missing name.
   static constexpr auto kNames = std::to_array<const char*>(
-      {"idle", "checking-config", "joining", "late", "static-joining", "forming", "running",
-       "exit-barrier", "closing", "leaving", "done"});
+      {"idle", "node-check", "checking-config", "joining", "late", "static-joining", "forming",
+       "running", "exit-barrier", "closing", "leaving", "done"});
   static_assert(kNames.size() == static_cast<std::size_t>(Phase::kDone) + 1);
   return kNames[static_cast<std::size_t>(phase_)];
 }
@@ -349,7 +357,8 @@ std::string RoundMachine::digest() const {
   DigestText out;
   out << phase_name() << '|' << static_cast<int>(workers_) << '|' << static_cast<int>(after_stop_)
       << '|' << config_checked_ << '|' << static_cast<int>(signal_) << '|'
-      << stop_signal_.value_or(0) << '|';
+      << stop_signal_.value_or(0) << '|' << node_check_passed_ << ','
+      << node_check_retry_.value_or(machine_time(-1)) << '|';
   for (const auto& [id, p] : pending_) {
     // Ids differ between equivalent runs; only what is pending matters.
     out << static_cast<int>(p.step) << ':' << p.aux << ',';

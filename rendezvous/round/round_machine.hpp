@@ -7,10 +7,10 @@
 // store, and a scale simulator runs thousands of machines in one process.
 //
 // The machine owns: joining a round (c10d's join counter, last call and close, or static's
-// fixed ranks), late and waiting nodes, rank assignment, the workers' store address,
-// heartbeats and loss, failure publication and counting against max_restarts, fencing (every
-// key is per round, and replies from an abandoned step are ignored), the exit barrier, closing
-// the job and leaving after a signal.
+// fixed ranks), the node checks before each join, late and waiting nodes, rank assignment, the
+// workers' store address, heartbeats and loss, failure publication and counting against
+// max_restarts, fencing (every key is per round, and replies from an abandoned step are ignored),
+// the exit barrier, closing the job and leaving after a signal.
 //
 // Store layout (round_keys.hpp): job-wide keys under ddprun/rdzv/<run_id>/, a round's under
 // .../r<round>/. Keys are never deleted; claims are compare-and-set, so each round has one
@@ -60,6 +60,7 @@ class RoundMachine {
  private:
   enum class Phase : uint8_t {
     kIdle,
+    kNodeCheck,       // before a join: the node's checks run, or failed and wait to run again
     kCheckingConfig,  // first join: do all agents agree on --nnodes?
     kJoining,         // dynamic: join counter, record, last call, close
     kLate,            // dynamic: the round closed without us; waiting for it to end
@@ -293,6 +294,10 @@ class RoundMachine {
   void leave(MachineTime now);
   void leave_step_done();
 
+  // Node checks before each join (round_machine_join.cpp).
+  void check_node();
+  void node_checked(const NodeChecked& checked, MachineTime now);
+
   MachineConfig config_;
   RoundKeys keys_;
   Phase phase_ = Phase::kIdle;
@@ -320,6 +325,9 @@ class RoundMachine {
   std::vector<WorkerFailure> close_failures_;
   int close_outstanding_ = 0;
   std::optional<MachineTime> leave_deadline_;
+  // Node checks: passed for the join about to begin; when a failed check runs again.
+  bool node_check_passed_ = false;
+  std::optional<MachineTime> node_check_retry_;
   int leave_outstanding_ = 0;
 };
 

@@ -38,18 +38,16 @@ int parse_small_count(const std::string& text, const char* what) {
   return value;
 }
 
-std::string seconds_text(common::Seconds seconds) {
-  std::string text = std::to_string(seconds.count());
-  text.erase(text.find_last_not_of('0') + 1);
-  if (!text.empty() && text.back() == '.') {
-    text.pop_back();
-  }
-  return text;
-}
+using common::seconds_text;
 
 }  // namespace
 
 void RoundMachine::begin_join(MachineTime now) {
+  if (config_.node_check_interval && !node_check_passed_) {
+    check_node();
+    return;
+  }
+  node_check_passed_ = false;  // the next join checks again
   if (!config_checked_) {
     phase_ = elastic() ? Phase::kCheckingConfig : Phase::kStaticJoining;
     if (elastic()) {
@@ -67,6 +65,32 @@ void RoundMachine::begin_join(MachineTime now) {
   } else {
     begin_static_round(current_ ? current_->round + 1 : join_.round, now);
   }
+}
+
+void RoundMachine::check_node() {
+  phase_ = Phase::kNodeCheck;
+  node_check_retry_.reset();
+  emit(CheckNode{current_ ? current_->round + 1 : join_.round});
+}
+
+void RoundMachine::node_checked(const NodeChecked& checked, MachineTime now) {
+  if (phase_ != Phase::kNodeCheck || node_check_retry_) {
+    return;  // no check runs
+  }
+  if (checked.passed) {
+    node_check_passed_ = true;
+    // join_timeout counts from the join, not from a first check that failed for hours.
+    join_.deadline = now + config_.settings.join_timeout;
+    begin_join(now);
+    return;
+  }
+  const uint64_t round = current_ ? current_->round + 1 : join_.round;
+  emit(Notice{"node_check_failed",
+              "node check failed on " + config_.self.addr + ": " + checked.reason +
+                  "; not joining round " + std::to_string(round) + ", retrying in " +
+                  seconds_text(*config_.node_check_interval) + " s",
+              round});
+  node_check_retry_ = now + *config_.node_check_interval;
 }
 
 void RoundMachine::check_config_reply(const std::string& stored) {

@@ -71,6 +71,9 @@ std::vector<OptionCase> option_cases() {
       {"watchdog_timeout", "2.5", "/watchdog_timeout", 2.5},
       {"straggler_factor", "1.5", "/straggler_factor", 1.5},
       {"straggler_window", "30", "/straggler_window", 30.0},
+      {"health_check", "test -w /tmp", "/health_check", "test -w /tmp"},
+      {"health_check_timeout", "5", "/health_check_timeout", 5.0},
+      {"health_check_interval", "2", "/health_check_interval", 2.0},
   };
 }
 
@@ -387,18 +390,37 @@ TEST_CASE("torchrun's agent variables: file timer and USE_LIBUV, as torchrun 2.1
         "env:USE_LIBUV");
 }
 
+TEST_CASE("--health-check: off by default; on, the agent checks before each join") {
+  auto c = resolve({"s.py"}).config;
+  CHECK_FALSE(c.health_check);
+  CHECK(c.health_check_timeout == ddprun::common::Seconds(60));
+  CHECK(c.health_check_interval == ddprun::common::Seconds(30));
+  auto agent = ddprun::launcher::build_agent_config(c);
+  CHECK_FALSE(agent.node_check.command);
+  CHECK_FALSE(agent.rendezvous.node_check_interval);  // the round machine never asks
+
+  c = resolve({"--health-check-timeout", "7", "s.py"},
+              {{"PET_HEALTH_CHECK", "nvidia-smi -L"}, {"PET_HEALTH_CHECK_INTERVAL", "4.5"}})
+          .config;
+  CHECK(c.value_sources.at("health_check") == "env:PET_HEALTH_CHECK");
+  agent = ddprun::launcher::build_agent_config(c);
+  CHECK(agent.node_check.command == "nvidia-smi -L");
+  CHECK(agent.node_check.timeout == ddprun::common::Seconds(7));
+  CHECK(agent.rendezvous.node_check_interval == ddprun::common::Seconds(4.5));
+}
+
 TEST_CASE("TORCHELASTIC_HEALTH_CHECK_PORT and DDPRUN_HEALTH_CHECK_TIMEOUT: checked once, here") {
   auto c = resolve({"s.py"}).config;
   CHECK_FALSE(c.health_check_port);
-  CHECK(c.health_check_timeout == ddprun::common::Seconds(60));  // torchrun passes 60
+  CHECK(c.health_server_timeout == ddprun::common::Seconds(60));  // torchrun passes 60
   CHECK(c.value_sources.at("health_check_port") == "default");
   c = resolve({"s.py"},
               {{"TORCHELASTIC_HEALTH_CHECK_PORT", "8080"}, {"DDPRUN_HEALTH_CHECK_TIMEOUT", "2.5"}})
           .config;
   CHECK(c.health_check_port == 8080);
-  CHECK(c.health_check_timeout == ddprun::common::Seconds(2.5));
+  CHECK(c.health_server_timeout == ddprun::common::Seconds(2.5));
   CHECK(c.value_sources.at("health_check_port") == "env:TORCHELASTIC_HEALTH_CHECK_PORT");
-  CHECK(c.value_sources.at("health_check_timeout") == "env:DDPRUN_HEALTH_CHECK_TIMEOUT");
+  CHECK(c.value_sources.at("health_server_timeout") == "env:DDPRUN_HEALTH_CHECK_TIMEOUT");
   CHECK(ddprun::launcher::build_agent_config(c).health.port == 8080);
   CHECK(ddprun::launcher::build_agent_config(c).health.stale_after == ddprun::common::Seconds(2.5));
   for (const char* bad : {"", "http", "0", "65536", "-1", "80.5"}) {
@@ -483,6 +505,11 @@ TEST_CASE("bad values name the option as the user wrote it") {
              Catch::StartsWith("--watchdog-timeout: '1e300' is out of range"));
   CHECK_THAT(message({}, {{"PET_WATCHDOG_TIMEOUT", "nan"}}),
              Catch::StartsWith("--watchdog-timeout (from PET_WATCHDOG_TIMEOUT)"));
+  CHECK_THAT(message({"--health-check", " "}), Catch::StartsWith("--health-check: empty"));
+  CHECK_THAT(message({"--health-check-interval", "0"}),
+             Catch::StartsWith("--health-check-interval: '0' is out of range"));
+  CHECK_THAT(message({"--health_check_timeout", "-1"}),
+             Catch::StartsWith("--health_check_timeout: '-1'"));
 }
 
 TEST_CASE("a list or mapping value wrapped whole in quotes is read without them, CLI and PET_*") {

@@ -265,6 +265,9 @@ void World::absorb(int index) {
               node.release_owed = false;
               node.released = true;
             },
+            [&](CheckNode&) {
+              problem_ = "node" + std::to_string(index) + " asked for node checks it has not";
+            },
         },
         effect);
   }
