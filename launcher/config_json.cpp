@@ -79,6 +79,7 @@ nlohmann::json launch_config_to_json(const LaunchConfig& config) {
   json["use_libuv"] = config.use_libuv;
   json["health_check_port"] = optional_json(config.health_check_port);
   json["health_check_timeout"] = config.health_check_timeout.count();
+  json["uninterruptible_state_timeout"] = config.uninterruptible_state_timeout.count();
   json["events_file"] = optional_json(config.events_file);
   json["watchdog_timeout"] =
       config.watchdog_timeout ? nlohmann::json(config.watchdog_timeout->count()) : nlohmann::json();
