@@ -97,6 +97,10 @@ struct WatchdogConfig {
 // How the run loop watches and stops the workers (agent/loop/).
 struct SupervisionConfig {
   common::Seconds shutdown_timeout{30};
+  // After SIGKILL, how long a worker may take to be reaped before the agent abandons it as stuck
+  // in uninterruptible sleep (TORCHELASTIC_UNINTERRUPTIBLE_STATE_TIMEOUT,
+  // agent/workers/stuck_workers).
+  common::Seconds reap_after_kill_limit{60};
   std::vector<int> signals_to_handle;  // beyond SIGTERM, SIGINT, SIGHUP and SIGQUIT
 };
 

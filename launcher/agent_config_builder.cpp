@@ -44,6 +44,7 @@ agent::AgentConfig build_agent_config(const LaunchConfig& config) {
   agent.watchdog.straggler_window = config.straggler_window;
 
   agent.supervision.shutdown_timeout = config.shutdown_timeout;
+  agent.supervision.reap_after_kill_limit = config.uninterruptible_state_timeout;
   agent.supervision.signals_to_handle = config.signals_to_handle;
 
   agent.health.port = config.health_check_port;

@@ -82,6 +82,7 @@ nlohmann::json launch_config_to_json(const LaunchConfig& config) {
   json["health_check"] = optional_json(config.health_check);
   json["health_check_timeout"] = config.health_check_timeout.count();
   json["health_check_interval"] = config.health_check_interval.count();
+  json["uninterruptible_state_timeout"] = config.uninterruptible_state_timeout.count();
   json["events_file"] = optional_json(config.events_file);
   json["watchdog_timeout"] =
       config.watchdog_timeout ? nlohmann::json(config.watchdog_timeout->count()) : nlohmann::json();

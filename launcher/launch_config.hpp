@@ -88,6 +88,11 @@ struct LaunchConfig {
   // last progress is 503. The timeout is torchrun's 60 s, or DDPRUN_HEALTH_CHECK_TIMEOUT.
   std::optional<uint16_t> health_check_port;
   common::Seconds health_server_timeout{60};
+  // TORCHELASTIC_UNINTERRUPTIBLE_STATE_TIMEOUT: after SIGKILL, how long the agent waits for a
+  // worker to be reaped before it abandons it as stuck in uninterruptible sleep (D state) and
+  // goes on. torchrun reads the variable for its own D-state health check (unset or 0: off);
+  // ddprun never waits without a bound, so unset or 0 gives its default.
+  common::Seconds uninterruptible_state_timeout{60};
 
   // Entry point.
   EntryKind entry_kind = EntryKind::kPythonScript;

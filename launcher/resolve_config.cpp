@@ -143,8 +143,8 @@ bool tees_stream(const StdStreams& tee, int nproc_per_node, int bit) {
   return false;
 }
 
-// The variables torchrun's agent reads besides PET_*: the file-timer watchdog, USE_LIBUV and
-// the health-check port (with ddprun's timeout for it).
+// The variables torchrun's agent reads besides PET_*: the file-timer watchdog, USE_LIBUV, the
+// health-check port (with ddprun's timeout for it) and the uninterruptible-state timeout.
 void resolve_torchelastic_environment(const Environment& env, LaunchConfig& config) {
   const auto enabled = lookup(env, "TORCHELASTIC_ENABLE_FILE_TIMER");
   config.file_timer_enabled = enabled && *enabled == "1";  // torchrun: str(value) == "1"
@@ -173,6 +173,18 @@ void resolve_torchelastic_environment(const Environment& env, LaunchConfig& conf
   }
   config.value_sources["health_server_timeout"] =
       health_timeout ? "env:DDPRUN_HEALTH_CHECK_TIMEOUT" : "default";
+  // torchrun: empty or 0 turns its D-state check off; here they keep the default bound, since
+  // waiting without one for a worker SIGKILL cannot end is the hang this bound prevents.
+  const auto stuck_limit = lookup(env, "TORCHELASTIC_UNINTERRUPTIBLE_STATE_TIMEOUT");
+  const bool stuck_limit_given = stuck_limit && !stuck_limit->empty();
+  if (stuck_limit_given) {
+    const common::Seconds limit = parse_seconds(
+        *stuck_limit, "TORCHELASTIC_UNINTERRUPTIBLE_STATE_TIMEOUT", /*positive=*/false);
+    if (limit > common::Seconds::zero())
+      config.uninterruptible_state_timeout = limit;
+  }
+  config.value_sources["uninterruptible_state_timeout"] =
+      stuck_limit_given ? "env:TORCHELASTIC_UNINTERRUPTIBLE_STATE_TIMEOUT" : "default";
 }
 
 }  // namespace

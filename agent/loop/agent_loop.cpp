@@ -29,10 +29,6 @@ namespace round = rendezvous::round;
 using common::Seconds;
 using common::steady;
 
-// How long SIGKILLed workers may take to be reaped before the agent gives up on them (a worker
-// in uninterruptible sleep cannot be reaped; the agent must not hang on it).
-constexpr std::chrono::seconds kReapAfterKillLimit{5};
-
 // How long an ending agent waits for its rendezvous backend to release what it holds.
 constexpr Seconds kBackendCloseLimit{2.0};
 
@@ -41,6 +37,8 @@ constexpr Seconds kBackendCloseLimit{2.0};
 constexpr Seconds kHealthTickLimit{1.0};
 
 std::string worker_health(const WorkerRecord& worker, bool stopping) {
+  if (worker.abandoned)
+    return "abandoned";
   if (!worker.exit)
     return stopping ? "stopping" : "running";
   if (worker.exit->succeeded())
@@ -149,6 +147,9 @@ void AgentLoop::watch_signals() {
 
 void AgentLoop::on_signals() {
   const SignalChannel::Drained drained = signals_.drain();
+  if (drained.child_exited) {
+    reap_quietly(abandoned_pids_);
+  }
   if (drained.child_exited && group_) {
     group_->reap();
     watchdog_.worker_exited(group_->workers());
@@ -230,7 +231,8 @@ void AgentLoop::start_workers(const RoundInfo& round) {
   stopping_ = Stopping::kNo;
   events_.record("round_formed", round);
   try {
-    group_.emplace(plan_workers(round), signals_.original_mask());
+    group_.emplace(plan_workers(round), signals_.original_mask(),
+                   steady(config_.supervision.reap_after_kill_limit));
   } catch (const std::exception& error) {
     std::fprintf(stderr, "ddprun: cannot start the workers: %s\n", error.what());
     WorkerFailure failure;
@@ -337,7 +339,7 @@ void AgentLoop::after_reap() {
     return;
   }
   if (stopping_ != Stopping::kNo) {
-    if (group_->all_exited())
+    if (group_->all_reaped_or_abandoned())
       stopping_ == Stopping::kForRound ? workers_gone() : report_failures();
     return;
   }
@@ -372,7 +374,7 @@ void AgentLoop::report_failures() {
 }
 
 void AgentLoop::stop_workers(int signal) {
-  if (!group_ || group_->all_exited()) {
+  if (!group_ || group_->all_reaped_or_abandoned()) {
     workers_gone();
     return;
   }
@@ -393,19 +395,47 @@ void AgentLoop::begin_stop(int signal, Stopping why) {
       return;
     }
     group_->kill_all();
-    reap_timer_.expires_after(kReapAfterKillLimit);
-    reap_timer_.async_wait([this](const boost::system::error_code& reap_error) {
-      if (reap_error || !group_ || stopping_ == Stopping::kNo) {
-        return;
-      }
-      std::fprintf(stderr,
-                   "ddprun: warning: some workers could not be reaped %lld s after SIGKILL "
-                   "(uninterruptible sleep?); going on without them\n",
-                   static_cast<long long>(kReapAfterKillLimit.count()));
-      stopping_ == Stopping::kForRound ? workers_gone() : report_failures();
-    });
+    wait_for_killed_workers();
   });
   after_reap();  // signal_all reaped: maybe every worker is gone already
+}
+
+void AgentLoop::wait_for_killed_workers() {
+  const auto deadline = group_->next_stuck_deadline();
+  if (!deadline) {
+    return;  // every worker was reaped already
+  }
+  reap_timer_.expires_at(*deadline);
+  reap_timer_.async_wait([this](const boost::system::error_code& error) {
+    if (error || !group_ || stopping_ == Stopping::kNo) {
+      return;
+    }
+    abandon_stuck_workers();
+    if (group_->all_reaped_or_abandoned()) {
+      after_reap();
+    } else {
+      wait_for_killed_workers();
+    }
+  });
+}
+
+void AgentLoop::abandon_stuck_workers() {
+  const std::vector<AbandonedWorker> stuck = group_->abandon_stuck(WorkerGroup::Clock::now());
+  if (stuck.empty()) {
+    return;
+  }
+  end_open_console_lines();
+  for (const auto& worker : stuck) {
+    std::fprintf(stderr, "%s\n", abandoned_worker_message(worker).c_str());
+    events_.record("worker_abandoned", {{"rank", worker.global_rank},
+                                        {"local_rank", worker.local_rank},
+                                        {"pid", worker.pid},
+                                        {"seconds_since_kill", worker.since_kill.count()},
+                                        {"state", worker.state}});
+    abandoned_pids_.push_back(worker.pid);
+  }
+  std::fflush(stderr);
+  report_health();
 }
 
 void AgentLoop::workers_gone() {

@@ -72,6 +72,10 @@ class AgentLoop final : public rendezvous::backends::RoundListener,
   void after_reap();
   void workers_gone();
   void begin_stop(int signal, Stopping why);
+  // After the stop's SIGKILL: a timer until the next worker's reap wait ends, then the stuck
+  // ones are abandoned and the group counts as stopped.
+  void wait_for_killed_workers();
+  void abandon_stuck_workers();
   void report_failures();
   std::vector<WorkerLaunch> plan_workers(const RoundInfo& round);
   std::vector<WorkerLaunch> plan_launches(const RoundInfo& round,
@@ -119,6 +123,9 @@ class AgentLoop final : public rendezvous::backends::RoundListener,
   std::optional<NodeCheckDriver> node_checks_;  // --health-check given
 
   std::optional<int> exit_status_;
+  // Workers abandoned as stuck after SIGKILL, of this group or earlier ones: never signalled
+  // again; should one exit after all, it is reaped here without a word.
+  std::vector<pid_t> abandoned_pids_;
 };
 
 }  // namespace ddprun::agent

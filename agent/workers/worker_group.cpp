@@ -8,18 +8,16 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <stdexcept>
 
+#include "agent/workers/process_state.hpp"
 #include "agent/workers/worker_process.hpp"
 
 namespace ddprun::agent {
 
 namespace {
-
-// How long to wait for SIGKILLed workers to be reaped before giving up on them (a worker in
-// uninterruptible sleep cannot be reaped; the agent must not hang on it).
-constexpr std::chrono::seconds kReapAfterKillLimit{5};
 
 OwnedFd open_file(const std::string& path, int flags) {
   OwnedFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | flags, 0644));
@@ -67,8 +65,17 @@ double unix_time_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-WorkerGroup::WorkerGroup(const std::vector<WorkerLaunch>& launches, const sigset_t& child_mask)
-    : console_(std::make_unique<Console>()) {
+void reap_quietly(std::vector<pid_t>& pids) {
+  std::erase_if(pids, [](pid_t pid) {
+    int status = 0;
+    const pid_t rc = ::waitpid(pid, &status, WNOHANG);
+    return rc == pid || (rc < 0 && errno == ECHILD);
+  });
+}
+
+WorkerGroup::WorkerGroup(const std::vector<WorkerLaunch>& launches, const sigset_t& child_mask,
+                         Clock::duration reap_after_kill_limit)
+    : console_(std::make_unique<Console>()), reap_after_kill_limit_(reap_after_kill_limit) {
   workers_.reserve(launches.size());
   pumps_.reserve(launches.size() * 2);
   try {
@@ -121,17 +128,14 @@ void WorkerGroup::start_worker(const WorkerLaunch& launch, const sigset_t& child
 }
 
 WorkerGroup::~WorkerGroup() {
-  if (!all_exited())
+  if (!all_reaped_or_abandoned())
     kill_and_reap_bounded();
   finish_output_if_done();
 }
 
-bool WorkerGroup::all_exited() const {
-  for (const auto& worker : workers_) {
-    if (!worker.exit)
-      return false;
-  }
-  return true;
+bool WorkerGroup::all_reaped_or_abandoned() const {
+  return std::all_of(workers_.begin(), workers_.end(),
+                     [](const WorkerRecord& worker) { return worker.exit || worker.abandoned; });
 }
 
 GroupState WorkerGroup::state() const {
@@ -145,7 +149,8 @@ GroupState WorkerGroup::state() const {
 void WorkerGroup::reap() {
   for (std::size_t index = 0; index < workers_.size(); ++index) {
     WorkerRecord& worker = workers_[index];
-    if (worker.exit)
+    // An abandoned worker's exit, should it ever come, is the run loop's to collect quietly.
+    if (worker.exit || worker.abandoned)
       continue;
     int status = 0;
     pid_t rc = ::waitpid(worker.pid, &status, WNOHANG);
@@ -168,7 +173,7 @@ void WorkerGroup::reap() {
 }
 
 void WorkerGroup::finish_output_if_done() {
-  if (output_finished_ || !all_exited())
+  if (output_finished_ || !all_reaped_or_abandoned())
     return;
   for (auto& pump : pumps_)
     pump.finish();
@@ -180,7 +185,7 @@ void WorkerGroup::signal_all(int sig) {
   stopping_ = true;
   stop_signal_ = sig;
   for (const auto& worker : workers_) {
-    if (!worker.exit)
+    if (!worker.exit && !worker.abandoned)
       signal_worker_group(worker.pid, sig);
   }
 }
@@ -192,30 +197,58 @@ bool WorkerGroup::ended_by_stop(const WorkerExit& exit) const {
 
 void WorkerGroup::kill_all() {
   stopping_ = true;
+  const Clock::time_point now = Clock::now();
   // Group only for exited workers: a reaped worker's pid may already belong to somebody else.
-  for (const auto& worker : workers_) {
-    if (worker.exit)
+  for (auto& worker : workers_) {
+    if (worker.abandoned)
+      continue;
+    if (worker.exit) {
       ::killpg(worker.pid, SIGKILL);
-    else
-      signal_worker_group(worker.pid, SIGKILL);
+      continue;
+    }
+    signal_worker_group(worker.pid, SIGKILL);
+    if (!worker.killed_at)
+      worker.killed_at = now;
   }
+}
+
+std::optional<WorkerGroup::Clock::time_point> WorkerGroup::next_stuck_deadline() const {
+  return agent::next_stuck_deadline(workers_, reap_after_kill_limit_);
+}
+
+std::vector<AbandonedWorker> WorkerGroup::abandon_stuck(Clock::time_point now) {
+  std::vector<AbandonedWorker> abandoned;
+  for (auto& worker : workers_) {
+    if (!stuck_after_kill(worker, now, reap_after_kill_limit_))
+      continue;
+    worker.abandoned = true;
+    abandoned.push_back({worker.local_rank, worker.global_rank, worker.pid, now - *worker.killed_at,
+                         process_state(worker.pid).value_or("unknown")});
+  }
+  finish_output_if_done();
+  return abandoned;
 }
 
 void WorkerGroup::kill_and_reap_bounded() {
   kill_all();
-  // SIGKILLed workers die at once unless stuck in uninterruptible sleep (NCCL, RDMA): wait for
-  // each on its pidfd, up to a bound, so the agent never hangs on one.
-  const auto deadline = Clock::now() + kReapAfterKillLimit;
-  for (const auto& worker : workers_) {
-    if (worker.exit)
-      continue;
-    OwnedFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, worker.pid, 0)));
-    if (pidfd) {
-      auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
-      pollfd exited{pidfd.get(), POLLIN, 0};
-      ::poll(&exited, 1, static_cast<int>(std::max<int64_t>(0, left.count())));
+  // SIGKILLed workers die at once unless stuck in uninterruptible sleep (NCCL, RDMA): wait on
+  // their pidfds until the next one's reap wait ends, so the agent never hangs on one. Each
+  // round reaps a worker or abandons one.
+  while (const auto deadline = next_stuck_deadline()) {
+    std::vector<OwnedFd> pidfds;
+    std::vector<pollfd> exits;
+    for (const auto& worker : workers_) {
+      if (!waited_for_after_kill(worker))
+        continue;
+      pidfds.emplace_back(static_cast<int>(::syscall(SYS_pidfd_open, worker.pid, 0)));
+      exits.push_back({pidfds.back().get(), POLLIN, 0});  // poll ignores a failed (negative) one
     }
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(*deadline - Clock::now());
+    if (left.count() > 0)
+      ::poll(exits.data(), exits.size(), static_cast<int>(left.count()));
     reap();
+    for (const auto& worker : abandon_stuck(Clock::now()))
+      std::fprintf(stderr, "%s\n", abandoned_worker_message(worker).c_str());
   }
 }
 

@@ -3,8 +3,10 @@
 // plan says (inherited, a file, /dev/null, or --tee'd through the agent), holds the pumps of
 // the tee'd output, collects exits, and signals the workers (each worker's whole process
 // group). It never waits: the agent's event loop reaps on SIGCHLD, pumps a pipe when it is
-// readable, and times the SIGKILL after the shutdown timeout. The destructor kills what still
-// runs (bounded).
+// readable, and times the SIGKILL after the shutdown timeout, and the wait for its reaping. A
+// worker SIGKILL does not end within that wait is abandoned (agent/workers/stuck_workers.hpp):
+// never signalled, waited for or reaped by the group again. The destructor kills what still runs
+// and waits for it as long (blocking, but bounded), then abandons what is left.
 //
 // After signal_all, an exit is the stop's doing only when the stop's signal (or SIGKILL) ended
 // the worker, or it exited 128 + that signal as a shell does; any other failure is the worker's
@@ -23,8 +25,10 @@
 #include "agent/logs/console.hpp"
 #include "agent/logs/log_layout.hpp"
 #include "agent/logs/output_pump.hpp"
+#include "agent/workers/stuck_workers.hpp"
 #include "agent/workers/worker_env.hpp"
 #include "agent/workers/worker_exit.hpp"
+#include "agent/workers/worker_record.hpp"
 
 namespace ddprun::agent {
 
@@ -39,24 +43,16 @@ struct WorkerLaunch {
   int heartbeat_fd = -1;          // --watchdog-timeout: the write end of its heartbeat pipe
 };
 
-struct WorkerRecord {
-  int local_rank = 0;
-  int global_rank = 0;
-  pid_t pid = -1;
-  std::string error_file;
-  std::optional<WorkerExit> exit;  // set once reaped
-  double exit_time_s = 0;          // unix seconds when the exit was observed
-  bool stopped_by_agent = false;   // ended by the agent's stop (see above)
-};
-
 class WorkerGroup {
  public:
-  using Clock = std::chrono::steady_clock;
+  using Clock = WorkerClock;
 
   // Starts every worker at once. Throws std::runtime_error (already started ones are killed).
   // child_mask: the signal mask workers start with (the agent's before it blocked the signals
-  // its event loop reads).
-  WorkerGroup(const std::vector<WorkerLaunch>& launches, const sigset_t& child_mask);
+  // its event loop reads). reap_after_kill_limit: how long a SIGKILLed worker may take to be
+  // reaped before it counts as stuck.
+  WorkerGroup(const std::vector<WorkerLaunch>& launches, const sigset_t& child_mask,
+              Clock::duration reap_after_kill_limit);
   ~WorkerGroup();
   WorkerGroup(const WorkerGroup&) = delete;
   WorkerGroup& operator=(const WorkerGroup&) = delete;
@@ -67,14 +63,20 @@ class WorkerGroup {
   // once its exit is known (a hang's faulthandler traceback is read from there).
   void reap();
   GroupState state() const;
-  bool all_exited() const;
+  // Nothing left to wait for: every worker reaped, or abandoned as stuck after its SIGKILL.
+  bool all_reaped_or_abandoned() const;
   const std::vector<WorkerRecord>& workers() const { return workers_; }
 
   // Sends sig to every live worker's process group; exits by it from now on count as stopped by
   // the agent. Workers that had exited before the signal went out are not marked so.
   void signal_all(int sig);
   // SIGKILL to every worker's process group, exited ones too: grandchildren left behind go.
+  // Abandoned workers are left alone. A running worker's first SIGKILL starts its reap wait.
   void kill_all();
+  // When the next SIGKILLed worker becomes stuck (nullopt: none is waited for); the loop's timer.
+  std::optional<Clock::time_point> next_stuck_deadline() const;
+  // Gives up on the workers stuck at `now` (stuck_after_kill) and returns them, with their state.
+  std::vector<AbandonedWorker> abandon_stuck(Clock::time_point now);
 
   // The console the tee'd streams write to; the run loop ends open lines through it before
   // printing a message of its own.
@@ -97,8 +99,13 @@ class WorkerGroup {
   bool stopping_ = false;
   int stop_signal_ = SIGTERM;
   bool output_finished_ = false;
+  Clock::duration reap_after_kill_limit_;
 };
 
 double unix_time_now();
+
+// Reaps those of `pids` (the agent's own children, abandoned workers) that have exited, and
+// drops them from the list; never blocks, reports nothing.
+void reap_quietly(std::vector<pid_t>& pids);
 
 }  // namespace ddprun::agent

@@ -9,7 +9,8 @@
 //     in order, so a write the machine issued first is applied first.
 //  2. Start workers only on StartWorkers, and answer every StopWorkers with WorkersStopped once
 //     every worker of the group has been reaped (never before: the next round's workers must
-//     not meet the old ones).
+//     not meet the old ones), or abandoned as one SIGKILL cannot end (the agent's bounded
+//     wait, agent/workers/stuck_workers.hpp).
 //  3. Answer HostWorkersStore with WorkersStoreHosted or WorkersStoreFailed.
 //  4. Arm one timer for next_deadline() after every step, and feed TimerFired when it passes.
 //  5. Stop feeding events after Finish; drop pending ops (their replies are ignored anyway).
@@ -52,7 +53,7 @@ struct WorkersSucceeded {};
 struct WorkersFailed {
   std::vector<WorkerFailure> failures;
 };
-// Answer to StopWorkers: every worker of the group has exited and been reaped.
+// Answer to StopWorkers: every worker of the group has exited and been reaped (or abandoned).
 struct WorkersStopped {};
 // A handled signal (SIGTERM, SIGINT, ...) reached the agent.
 struct SignalReceived {

@@ -22,13 +22,18 @@ inline std::vector<nlohmann::json> read_events(const std::string& path) {
   return events;
 }
 
-inline std::vector<nlohmann::json> events_named(const std::string& path, const std::string& name) {
+inline std::vector<nlohmann::json> events_named(std::vector<nlohmann::json> events,
+                                                const std::string& name) {
   std::vector<nlohmann::json> matching;
-  for (auto& event : read_events(path)) {
+  for (auto& event : events) {
     if (event["event"] == name)
       matching.push_back(std::move(event));
   }
   return matching;
+}
+
+inline std::vector<nlohmann::json> events_named(const std::string& path, const std::string& name) {
+  return events_named(read_events(path), name);
 }
 
 // The worker pids of the latest workers_started event; empty before any.

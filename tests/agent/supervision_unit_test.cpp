@@ -14,6 +14,8 @@
 #include "agent/loop/event_log.hpp"
 #include "agent/workers/error_file.hpp"
 #include "agent/workers/failure_summary.hpp"
+#include "agent/workers/process_state.hpp"
+#include "agent/workers/stuck_workers.hpp"
 #include "agent/workers/worker_env.hpp"
 #include "agent/workers/worker_exit.hpp"
 #include "agent/workers/worker_process.hpp"
@@ -362,6 +364,55 @@ TEST_CASE("error files in torchrun's format") {
   auto made = nlohmann::json::parse(agent_error_file_json("", "Signal 9", unix_time(5.0), -9));
   CHECK(made["message"]["message"] == "Signal 9");
   CHECK(made["message"]["extraInfo"]["timestamp"] == "5");
+}
+
+TEST_CASE("after SIGKILL, a worker is waited for until the limit, then counts as stuck") {
+  using namespace std::chrono_literals;
+  const WorkerClock::time_point killed{100s};
+  const auto limit = 2s;
+  WorkerRecord running;  // never killed: not waited for, however late
+  WorkerRecord killed_one;
+  killed_one.killed_at = killed;
+  WorkerRecord killed_later;
+  killed_later.killed_at = killed + 1500ms;
+  WorkerRecord reaped = killed_one;
+  reaped.exit = WorkerExit{-SIGKILL};
+  WorkerRecord abandoned = killed_one;
+  abandoned.abandoned = true;
+  CHECK_FALSE(stuck_after_kill(running, killed + 1h, limit));
+  CHECK_FALSE(stuck_after_kill(killed_one, killed + 1999ms, limit));
+  CHECK(stuck_after_kill(killed_one, killed + 2s, limit));
+  CHECK_FALSE(stuck_after_kill(reaped, killed + 1h, limit));
+  CHECK_FALSE(stuck_after_kill(abandoned, killed + 1h, limit));  // given up once, never again
+  CHECK(waited_for_after_kill(killed_one));
+  CHECK_FALSE(waited_for_after_kill(running));
+  CHECK_FALSE(waited_for_after_kill(reaped));
+  CHECK_FALSE(waited_for_after_kill(abandoned));
+  // The loop's timer: the earliest wait to end among the workers still waited for.
+  CHECK(next_stuck_deadline({running, reaped, abandoned}, limit) == std::nullopt);
+  CHECK(next_stuck_deadline({killed_later, running, killed_one}, limit) == killed + 2s);
+  CHECK(next_stuck_deadline({killed_later, reaped}, limit) == killed + 3500ms);
+}
+
+TEST_CASE("an abandoned worker's report names it, its state and what to do about the host") {
+  AbandonedWorker worker{1, 5, 4242, ddprun::common::Seconds(2.04), "D (disk sleep)"};
+  CHECK(abandoned_worker_message(worker) ==
+        "ddprun: worker rank 5 (local_rank 1, pid 4242) did not exit 2.0 s after SIGKILL "
+        "(state: D (disk sleep)); abandoned, the agent goes on without it. It may be in "
+        "uninterruptible kernel sleep (e.g. wedged on a GPU or NIC); the host may need to be "
+        "recycled.");
+}
+
+TEST_CASE("a process's state is the State: line of /proc/PID/status") {
+  CHECK(state_from_proc_status("Name:\tsleep\nUmask:\t0022\nState:\tD (disk sleep)\nTgid:\t7\n") ==
+        "D (disk sleep)");
+  CHECK(state_from_proc_status("State:\tt (tracing stop)") == "t (tracing stop)");
+  CHECK(state_from_proc_status("Name:\tx\n") == std::nullopt);
+  CHECK(state_from_proc_status("State:\t\n") == std::nullopt);
+  CHECK(state_from_proc_status("") == std::nullopt);
+  // This process runs; a pid that cannot exist has no state.
+  CHECK(process_state(::getpid()).value_or("").starts_with("R (running)"));
+  CHECK(process_state(-5) == std::nullopt);
 }
 
 TEST_CASE("event lines are single JSON objects") {

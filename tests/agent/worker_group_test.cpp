@@ -23,12 +23,16 @@
 
 #include "agent/loop/signal_channel.hpp"
 #include "e2e_support.hpp"
+#include "stuck_hold.hpp"
 
 using namespace ddprun::agent;
 using ddprun::agent::e2e::process_running;
 using Clock = std::chrono::steady_clock;
 
 namespace {
+
+// Workers here die at once on SIGKILL; none is ever abandoned.
+constexpr std::chrono::seconds kReapAfterKillLimit{60};
 
 WorkerLaunch shell_worker(int local_rank, const std::string& script) {
   WorkerLaunch launch;
@@ -78,11 +82,11 @@ void wait_group(WorkerGroup& group, SignalChannel& signals, int external_fd,
 void wait_until_all_exited(WorkerGroup& group, SignalChannel& signals, std::chrono::seconds limit) {
   const auto deadline = Clock::now() + limit;
   group.reap();
-  while (!group.all_exited() && Clock::now() < deadline) {
+  while (!group.all_reaped_or_abandoned() && Clock::now() < deadline) {
     wait_group(group, signals, -1,
                std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
   }
-  REQUIRE(group.all_exited());
+  REQUIRE(group.all_reaped_or_abandoned());
 }
 
 // The agent's stop: the signal, SIGKILL after the timeout, then every exit collected.
@@ -90,7 +94,7 @@ void stop_group(WorkerGroup& group, SignalChannel& signals, int sig,
                 std::chrono::milliseconds timeout) {
   group.signal_all(sig);
   const auto kill_at = Clock::now() + timeout;
-  while (!group.all_exited() && Clock::now() < kill_at) {
+  while (!group.all_reaped_or_abandoned() && Clock::now() < kill_at) {
     wait_group(group, signals, -1,
                std::chrono::duration_cast<std::chrono::milliseconds>(kill_at - Clock::now()));
   }
@@ -196,7 +200,7 @@ TEST_CASE("streams take torchrun's routes: inherited, tee'd with a prefix, file,
   hidden.logs.err = route(StreamRoute::kFile, dir + "/err2.log");
   CapturedConsole console;
   {
-    WorkerGroup group({inherited, teed, hidden}, signals.original_mask());
+    WorkerGroup group({inherited, teed, hidden}, signals.original_mask(), kReapAfterKillLimit);
     wait_until_all_exited(group, signals, std::chrono::seconds(10));
     CHECK(group.state() == GroupState::kSucceeded);
   }
@@ -229,7 +233,7 @@ TEST_CASE("a tee'd partial line and a progress bar reach the console before thei
   teed.logs.out = route(StreamRoute::kTee, dir + "/out0.log");
   CapturedConsole console;
   {
-    WorkerGroup group({teed}, signals.original_mask());
+    WorkerGroup group({teed}, signals.original_mask(), kReapAfterKillLimit);
     wait_for_console_then_release(group, signals, console, "[w0]:prompt> ", go1);
     wait_for_console_then_release(group, signals, console, "\r[w0]: 10%", go2);
     wait_until_all_exited(group, signals, std::chrono::seconds(10));
@@ -255,7 +259,7 @@ TEST_CASE("--duplicate-*-filters: matching lines of every tee'd rank, prefixed, 
   }
   CapturedConsole console;
   {
-    WorkerGroup group(launches, signals.original_mask());
+    WorkerGroup group(launches, signals.original_mask(), kReapAfterKillLimit);
     wait_until_all_exited(group, signals, std::chrono::seconds(10));
   }
   console.restore();
@@ -284,7 +288,7 @@ TEST_CASE("a rank that failed on its own before the stop reached it is a failure
       shell_worker(1, "trap '' TERM; read x < " + fifo + "; exit 5"),
       shell_worker(2, "exec sleep 60"),
   };
-  WorkerGroup group(launches, signals.original_mask());
+  WorkerGroup group(launches, signals.original_mask(), kReapAfterKillLimit);
   const auto deadline = Clock::now() + std::chrono::seconds(20);
   while (group.state() != GroupState::kFailed && Clock::now() < deadline) {
     wait_group(group, signals, -1,
@@ -319,7 +323,7 @@ TEST_CASE("--numa-binding's CPU set is the worker's before exec") {
   WorkerLaunch impossible = shell_worker(1, "true");
   impossible.cpu_affinity = {CPU_SETSIZE * 4};  // no such CPU
   CapturedConsole console;
-  WorkerGroup group({bound, impossible}, signals.original_mask());
+  WorkerGroup group({bound, impossible}, signals.original_mask(), kReapAfterKillLimit);
   wait_until_all_exited(group, signals, std::chrono::seconds(10));
   console.restore();
   CHECK(group.workers()[0].exit->exit_code == 0);
@@ -334,7 +338,7 @@ TEST_CASE("exit codes, signals and exec failures are recorded per worker") {
   missing.argv = {"/nonexistent/worker"};
   CapturedConsole console;
   WorkerGroup group({shell_worker(0, "exit 3"), shell_worker(1, "kill -9 $$"), missing},
-                    signals.original_mask());
+                    signals.original_mask(), kReapAfterKillLimit);
   wait_until_all_exited(group, signals, std::chrono::seconds(10));
   console.restore();
   CHECK(group.state() == GroupState::kFailed);
@@ -359,7 +363,7 @@ TEST_CASE("stop: the signal first, SIGKILL after the timeout, grandchildren incl
       shell_worker(1, "trap '' TERM; sleep 100 & echo $! > " + pid_file + ".tmp; mv " + pid_file +
                           ".tmp " + pid_file + "; echo ready; wait");
   CapturedConsole console;
-  WorkerGroup group({polite, stubborn}, signals.original_mask());
+  WorkerGroup group({polite, stubborn}, signals.original_mask(), kReapAfterKillLimit);
   // Both have installed their traps once each printed "ready" (seen by the console pump).
   const auto ready_deadline = Clock::now() + std::chrono::seconds(10);
   while (Clock::now() < ready_deadline && ::access(pid_file.c_str(), F_OK) != 0) {
@@ -374,7 +378,7 @@ TEST_CASE("stop: the signal first, SIGKILL after the timeout, grandchildren incl
   stop_group(group, signals, SIGTERM, std::chrono::milliseconds(500));
   const auto took = Clock::now() - started;
   console.restore();
-  REQUIRE(group.all_exited());
+  REQUIRE(group.all_reaped_or_abandoned());
   CHECK(group.workers()[0].exit->exit_code == 0);
   CHECK(group.workers()[1].exit->exit_code == -SIGKILL);
   CHECK(group.workers()[1].stopped_by_agent);
@@ -388,6 +392,38 @@ TEST_CASE("stop: the signal first, SIGKILL after the timeout, grandchildren incl
   CHECK_FALSE(process_running(grandchild));
 }
 
+TEST_CASE(
+    "a group destroyed with a worker SIGKILL cannot end waits only its limit, then names it") {
+  // The freezer only: this process is the workers' parent, where the ptrace hold cannot be used.
+  auto freezer = stuck::FreezerHold::make();
+  if (!freezer) {
+    WARN("no cgroup v1 freezer here: the destructor's bound is not checked");
+    return;
+  }
+  SignalChannel signals({SIGTERM});
+  CapturedConsole console;
+  std::optional<WorkerGroup> group;
+  group.emplace(std::vector<WorkerLaunch>{shell_worker(0, "exec sleep 100"),
+                                          shell_worker(1, "exec sleep 100")},
+                signals.original_mask(), std::chrono::seconds(1));
+  const pid_t stuck = group->workers()[0].pid;
+  const pid_t other = group->workers()[1].pid;
+  REQUIRE(freezer->hold(stuck));
+  const auto started = Clock::now();
+  group.reset();
+  const auto took = Clock::now() - started;
+  console.restore();
+  INFO(console.err());
+  CHECK(took >= std::chrono::seconds(1));
+  CHECK(took < std::chrono::seconds(30));
+  CHECK_FALSE(process_running(other));                             // reaped
+  CHECK(ddprun::agent::process_state(stuck) == "D (disk sleep)");  // given up, still held
+  CHECK(stuck::reported_abandoned(console.err(), stuck, "D (disk sleep)").value_or(0) >= 1.0);
+  CHECK_THAT(console.err(), Catch::Contains("worker rank 10 (local_rank 0, pid " +
+                                            std::to_string(stuck) + ") did not exit"));
+  CHECK_THAT(console.err(), !Catch::Contains("pid " + std::to_string(other)));
+}
+
 TEST_CASE("workers die with their agent even when it is SIGKILLed") {
   int report[2];
   REQUIRE(::pipe(report) == 0);
@@ -398,7 +434,7 @@ TEST_CASE("workers die with their agent even when it is SIGKILLed") {
     ::close(report[0]);
     SignalChannel signals({SIGTERM});
     WorkerGroup group({shell_worker(0, "exec sleep 100"), shell_worker(1, "exec sleep 100")},
-                      signals.original_mask());
+                      signals.original_mask(), kReapAfterKillLimit);
     for (const auto& worker : group.workers()) {
       [[maybe_unused]] auto n = ::write(report[1], &worker.pid, sizeof worker.pid);
     }

@@ -26,3 +26,11 @@ ddprun_add_test(NAME agent_interop_test
 ddprun_add_test(NAME agent_torchrun_parity_test
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/torchrun_parity_test.cpp
   LABELS interop TIMEOUT 300)
+
+# A worker SIGKILL cannot end (frozen by a cgroup v1 freezer, else held by a ptrace tracer): the
+# real ddprun abandons it after TORCHELASTIC_UNINTERRUPTIBLE_STATE_TIMEOUT and exits or restarts.
+ddprun_add_test(NAME agent_stuck_worker_test
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/stuck_worker_test.cpp
+  LIBS ddprun_agent nlohmann_json::nlohmann_json
+  LABELS integration TIMEOUT 240)
+target_include_directories(agent_stuck_worker_test PRIVATE ${PROJECT_SOURCE_DIR})

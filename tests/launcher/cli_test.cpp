@@ -157,6 +157,14 @@ TEST_CASE("each bad input of the foundation issue exits 2 with one line naming t
   }
 }
 
+TEST_CASE("a bad TORCHELASTIC_UNINTERRUPTIBLE_STATE_TIMEOUT is a usage error naming it") {
+  const Result r = run_ddprun({"s.py"}, {{"TORCHELASTIC_UNINTERRUPTIBLE_STATE_TIMEOUT", "soon"}});
+  CHECK(r.status == 2);
+  CHECK(r.err ==
+        "ddprun: error: TORCHELASTIC_UNINTERRUPTIBLE_STATE_TIMEOUT: 'soon' is not a number; "
+        "expected a number of seconds, 0 or more, at most 1e7\n");
+}
+
 TEST_CASE("PET_* values are checked too, and the message names the variable") {
   const Result r = run_ddprun({"s.py"}, {{"PET_NNODES", "3:2"}});
   CHECK(r.status == 2);
@@ -258,7 +266,8 @@ TEST_CASE("--help lists every torchrun option in both spellings and documents ex
     for (const char* variable :
          {"TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE", "TORCH_ELASTIC_SHUTDOWN_TIMEOUT",
           "TORCHELASTIC_ENABLE_FILE_TIMER", "TORCHELASTIC_TIMER_FILE", "USE_LIBUV",
-          "TORCHELASTIC_HEALTH_CHECK_PORT", "DDPRUN_HEALTH_CHECK_TIMEOUT"}) {
+          "TORCHELASTIC_HEALTH_CHECK_PORT", "DDPRUN_HEALTH_CHECK_TIMEOUT",
+          "TORCHELASTIC_UNINTERRUPTIBLE_STATE_TIMEOUT"}) {
       CHECK_THAT(r.out, Catch::Contains(variable));
     }
     // What --logs-specs takes, what ddprun offers instead, and quoted lists.

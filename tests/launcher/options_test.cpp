@@ -433,6 +433,32 @@ TEST_CASE("TORCHELASTIC_HEALTH_CHECK_PORT and DDPRUN_HEALTH_CHECK_TIMEOUT: check
                     Catch::StartsWith("DDPRUN_HEALTH_CHECK_TIMEOUT: "));
 }
 
+TEST_CASE(
+    "TORCHELASTIC_UNINTERRUPTIBLE_STATE_TIMEOUT: the wait after SIGKILL, checked once, here") {
+  using ddprun::common::Seconds;
+  auto c = resolve({"s.py"}).config;
+  CHECK(c.uninterruptible_state_timeout == Seconds(60));
+  CHECK(c.value_sources.at("uninterruptible_state_timeout") == "default");
+  CHECK(ddprun::launcher::build_agent_config(c).supervision.reap_after_kill_limit == Seconds(60));
+  c = resolve({"s.py"}, {{"TORCHELASTIC_UNINTERRUPTIBLE_STATE_TIMEOUT", " 2.5 "}}).config;
+  CHECK(c.uninterruptible_state_timeout == Seconds(2.5));
+  CHECK(c.value_sources.at("uninterruptible_state_timeout") ==
+        "env:TORCHELASTIC_UNINTERRUPTIBLE_STATE_TIMEOUT");
+  CHECK(ddprun::launcher::build_agent_config(c).supervision.reap_after_kill_limit == Seconds(2.5));
+  // torchrun's "off" (empty or 0) keeps ddprun's bound: it never waits without one.
+  for (const char* off : {"", "0", "0.0"}) {
+    INFO(off);
+    CHECK(resolve({"s.py"}, {{"TORCHELASTIC_UNINTERRUPTIBLE_STATE_TIMEOUT", off}})
+              .config.uninterruptible_state_timeout == Seconds(60));
+  }
+  for (const char* bad : {"soon", "-1", "1e9", "30s", "nan"}) {
+    INFO(bad);
+    CHECK_THROWS_WITH(resolve({"s.py"}, {{"TORCHELASTIC_UNINTERRUPTIBLE_STATE_TIMEOUT", bad}}),
+                      Catch::StartsWith("TORCHELASTIC_UNINTERRUPTIBLE_STATE_TIMEOUT: ") &&
+                          Catch::EndsWith("a number of seconds, 0 or more, at most 1e7"));
+  }
+}
+
 TEST_CASE("--virtual-local-rank needs a CUDA_VISIBLE_DEVICES entry per worker, if it is set") {
   CHECK(
       resolve({"--virtual-local-rank", "--nproc-per-node", "3", "s.py"}).config.virtual_local_rank);
