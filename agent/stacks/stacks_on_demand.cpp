@@ -12,18 +12,14 @@ namespace round = rendezvous::round;
 StacksOnDemand::StacksOnDemand(rendezvous::backends::KvBackend& backend, std::string host,
                                Capture capture, EventLog& events,
                                std::function<void()> before_print)
-    : backend_(backend),
+    : kv_(backend, rendezvous::backends::kStacksOnDemandOpIds),
       host_(std::move(host)),
       capture_(std::move(capture)),
       events_(events),
       before_print_(std::move(before_print)) {}
 
-StacksOnDemand::~StacksOnDemand() {
-  cancel_all();
-}
-
 void StacksOnDemand::round_started(const round::RoundInfo& round, std::vector<int> ranks) {
-  cancel_all();
+  kv_.reset();
   ++generation_;
   if (!round_ || round_->round != round.round)
     next_request_ = 1;  // a restart within one round keeps counting its requests
@@ -33,46 +29,30 @@ void StacksOnDemand::round_started(const round::RoundInfo& round, std::vector<in
 }
 
 void StacksOnDemand::round_ended() {
-  cancel_all();
+  kv_.reset();
   ++generation_;
   if (round_)
     round_->group_rank = -1;  // keeps the round number (and so the request count) only
 }
 
-void StacksOnDemand::cancel_all() {
-  for (const uint64_t id : pending_ops_)
-    backend_.cancel(id);
-  pending_ops_.clear();
-}
-
-void StacksOnDemand::start(round::KvOp op, std::function<void(round::KvResult)> done) {
-  const uint64_t id = next_op_id_++;
-  pending_ops_.insert(id);
-  backend_.start(id, std::move(op),
-                 [this, id, generation = generation_, done = std::move(done)](round::KvResult r) {
-                   pending_ops_.erase(id);
-                   if (generation == generation_)
-                     done(std::move(r));
-                 });
-}
-
 void StacksOnDemand::wait_for_request() {
   const uint64_t request = next_request_;
-  start(round::KvWait{{keys().stacks_request(round_->round, request)},
-                      std::chrono::duration_cast<std::chrono::milliseconds>(kStacksRequestWait)},
-        [this, request](round::KvResult result) {
-          const auto* ready = std::get_if<round::KvReady>(&result);
-          if (ready == nullptr)
-            return;  // the store failed: the round machine reports it
-          if (!ready->ready) {
-            wait_for_request();
-            return;
-          }
-          capture_([this, request, generation = generation_](const std::string& dir) {
-            if (generation == generation_)
-              answer(request, dir);
-          });
+  kv_.start(
+      round::KvWait{{keys().stacks_request(round_->round, request)},
+                    std::chrono::duration_cast<std::chrono::milliseconds>(kStacksRequestWait)},
+      [this, request](round::KvResult result) {
+        const auto* ready = std::get_if<round::KvReady>(&result);
+        if (ready == nullptr)
+          return;  // the store failed: the round machine reports it
+        if (!ready->ready) {
+          wait_for_request();
+          return;
+        }
+        capture_([this, request, generation = generation_](const std::string& dir) {
+          if (generation == generation_)
+            answer(request, dir);
         });
+      });
 }
 
 void StacksOnDemand::answer(uint64_t request, const std::string& stacks_dir) {
@@ -89,9 +69,9 @@ void StacksOnDemand::answer(uint64_t request, const std::string& stacks_dir) {
                stacks_dir.empty() ? "nothing captured" : stacks_dir.c_str());
   std::fflush(stderr);
   events_.record("stacks_on_demand", {{"request", request}, {"stacks_dir", stacks_dir}});
-  start(round::KvSet{keys().stacks_taken(round_->round, request, round_->group_rank),
-                     stacks_answer_to_json(answer)},
-        [](round::KvResult) {});
+  kv_.start(round::KvSet{keys().stacks_taken(round_->round, request, round_->group_rank),
+                         stacks_answer_to_json(answer)},
+            [](round::KvResult) {});
   ++next_request_;
   wait_for_request();
 }

@@ -14,12 +14,12 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
-#include <set>
 #include <string>
 #include <vector>
 
 #include "agent/loop/event_log.hpp"
 #include "rendezvous/backends/kv_backend.hpp"
+#include "rendezvous/backends/kv_side_client.hpp"
 #include "rendezvous/round/round_info.hpp"
 #include "rendezvous/round/round_keys.hpp"
 
@@ -36,7 +36,7 @@ class StacksOnDemand {
 
   StacksOnDemand(rendezvous::backends::KvBackend& backend, std::string host, Capture capture,
                  EventLog& events, std::function<void()> before_print);
-  ~StacksOnDemand();  // cancels its pending ops: their completions never run
+  // Destruction cancels its pending ops: their completions never run.
   StacksOnDemand(const StacksOnDemand&) = delete;
   StacksOnDemand& operator=(const StacksOnDemand&) = delete;
 
@@ -49,11 +49,9 @@ class StacksOnDemand {
  private:
   void wait_for_request();
   void answer(uint64_t request, const std::string& stacks_dir);
-  void start(rendezvous::round::KvOp op, std::function<void(rendezvous::round::KvResult)> done);
-  void cancel_all();
   rendezvous::round::RoundKeys keys() const { return rendezvous::round::RoundKeys(round_->run_id); }
 
-  rendezvous::backends::KvBackend& backend_;
+  rendezvous::backends::KvSideClient kv_;
   std::string host_;
   Capture capture_;
   EventLog& events_;
@@ -63,8 +61,6 @@ class StacksOnDemand {
   std::vector<int> ranks_;
   uint64_t next_request_ = 1;  // within round_
   uint64_t generation_ = 0;    // changes with every round_started/round_ended
-  uint64_t next_op_id_ = rendezvous::backends::kStacksOnDemandOpIds;
-  std::set<uint64_t> pending_ops_;
 };
 
 }  // namespace ddprun::agent

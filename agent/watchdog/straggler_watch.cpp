@@ -15,17 +15,13 @@ StragglerWatch::StragglerWatch(boost::asio::io_context& io,
                                std::string host, EventLog& events,
                                std::function<void()> before_print)
     : io_(io),
-      backend_(backend),
+      kv_(backend, rendezvous::backends::kStragglerWatchOpIds),
       config_(config),
       host_(std::move(host)),
       events_(events),
       before_print_(std::move(before_print)),
       steps_(config.window),
       timer_(io) {}
-
-StragglerWatch::~StragglerWatch() {
-  cancel_all();
-}
 
 void StragglerWatch::round_started(const round::RoundInfo& round,
                                    const std::vector<WatchedWorker>& workers) {
@@ -36,7 +32,7 @@ void StragglerWatch::round_started(const round::RoundInfo& round,
 }
 
 void StragglerWatch::round_ended() {
-  cancel_all();
+  kv_.reset();
   ++generation_;
   timer_.cancel();
   round_.reset();
@@ -46,23 +42,6 @@ void StragglerWatch::round_ended() {
 void StragglerWatch::on_beats(int local_rank, std::size_t beats) {
   if (round_)
     steps_.on_beats(local_rank, beats, StepTimes::Clock::now());
-}
-
-void StragglerWatch::cancel_all() {
-  for (const uint64_t id : pending_ops_)
-    backend_.cancel(id);
-  pending_ops_.clear();
-}
-
-void StragglerWatch::start(round::KvOp op, std::function<void(round::KvResult)> done) {
-  const uint64_t id = next_op_id_++;
-  pending_ops_.insert(id);
-  backend_.start(id, std::move(op),
-                 [this, id, generation = generation_, done = std::move(done)](round::KvResult r) {
-                   pending_ops_.erase(id);
-                   if (generation == generation_)
-                     done(std::move(r));
-                 });
 }
 
 void StragglerWatch::arm() {
@@ -76,14 +55,14 @@ void StragglerWatch::arm() {
 void StragglerWatch::publish() {
   const NodeStepTimes mine{host_, steps_.medians(StepTimes::Clock::now())};
   const round::RoundKeys keys(round_->run_id);
-  start(round::KvSet{keys.step_times(round_->round, round_->group_rank),
-                     node_step_times_to_json(mine)},
-        [this](round::KvResult result) {
-          if (round_->group_rank == 0 && std::holds_alternative<round::KvDone>(result))
-            compare();
-          else
-            arm();
-        });
+  kv_.start(round::KvSet{keys.step_times(round_->round, round_->group_rank),
+                         node_step_times_to_json(mine)},
+            [this](round::KvResult result) {
+              if (round_->group_rank == 0 && std::holds_alternative<round::KvDone>(result))
+                compare();
+              else
+                arm();
+            });
 }
 
 void StragglerWatch::compare() {
@@ -91,7 +70,7 @@ void StragglerWatch::compare() {
   std::vector<std::string> names;
   for (int g = 0; g < round_->group_world_size; ++g)
     names.push_back(keys.step_times(round_->round, g));
-  start(round::KvMultiGet{names}, [this, names](round::KvResult result) {
+  kv_.start(round::KvMultiGet{names}, [this, names](round::KvResult result) {
     arm();
     const auto* values = std::get_if<round::KvValues>(&result);
     if (values == nullptr || values->values.size() != names.size())

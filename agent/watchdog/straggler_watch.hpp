@@ -21,6 +21,7 @@
 #include "agent/loop/event_log.hpp"
 #include "agent/watchdog/step_times.hpp"
 #include "rendezvous/backends/kv_backend.hpp"
+#include "rendezvous/backends/kv_side_client.hpp"
 #include "rendezvous/round/round_info.hpp"
 #include "rendezvous/store/asio.hpp"
 
@@ -36,7 +37,7 @@ class StragglerWatch {
   StragglerWatch(boost::asio::io_context& io, rendezvous::backends::KvBackend& backend,
                  StragglerConfig config, std::string host, EventLog& events,
                  std::function<void()> before_print);
-  ~StragglerWatch();  // cancels its pending ops: their completions never run
+  // Destruction cancels its pending ops: their completions never run.
   StragglerWatch(const StragglerWatch&) = delete;
   StragglerWatch& operator=(const StragglerWatch&) = delete;
 
@@ -51,11 +52,9 @@ class StragglerWatch {
   void arm();
   void publish();
   void compare();
-  void start(rendezvous::round::KvOp op, std::function<void(rendezvous::round::KvResult)> done);
-  void cancel_all();
 
   boost::asio::io_context& io_;
-  rendezvous::backends::KvBackend& backend_;
+  rendezvous::backends::KvSideClient kv_;
   StragglerConfig config_;
   std::string host_;
   EventLog& events_;
@@ -66,8 +65,6 @@ class StragglerWatch {
   std::optional<rendezvous::round::RoundInfo> round_;
   std::set<int> reported_;  // stragglers of this round now
   uint64_t generation_ = 0;
-  uint64_t next_op_id_ = rendezvous::backends::kStragglerWatchOpIds;
-  std::set<uint64_t> pending_ops_;
 };
 
 }  // namespace ddprun::agent
