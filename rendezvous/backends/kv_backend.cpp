@@ -12,6 +12,8 @@ std::string to_string(round::KvErrorKind kind) {
       return "protocol error";
     case round::KvErrorKind::kRejected:
       return "rejected";
+    case round::KvErrorKind::kCorrupt:
+      return "corrupt record";
   }
   return "unknown error";
 }

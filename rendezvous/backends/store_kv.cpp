@@ -1,6 +1,7 @@
 #include "rendezvous/backends/store_kv.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <deque>
 #include <set>
 #include <stdexcept>
@@ -9,9 +10,11 @@
 #include <variant>
 #include <vector>
 
+#include "common/overloaded.hpp"
 #include "rendezvous/backends/store_kv_connection.hpp"
 #include "rendezvous/backends/store_kv_dialer.hpp"
 #include "rendezvous/backends/store_kv_requests.hpp"
+#include "rendezvous/round/record_checks.hpp"
 
 namespace ddprun::rendezvous::backends {
 namespace {
@@ -159,6 +162,40 @@ std::optional<KvResult> trivial_answer(const KvOp& op) {
   return std::nullopt;
 }
 
+// The counter an op adds to on the wire, and by how much: nullopt for ops that add nothing.
+struct CounterAdd {
+  std::string key;
+  int64_t delta = 0;
+};
+std::optional<CounterAdd> counter_add(const KvOp& op) {
+  using Add = std::optional<CounterAdd>;
+  return std::visit(common::Overloaded{
+                        [](const KvAdd& add) -> Add { return CounterAdd{add.key, add.delta}; },
+                        [](const KvBeat& beat) -> Add { return CounterAdd{beat.key, 1}; },
+                        [](const KvProbe& probe) -> Add { return CounterAdd{probe.key, 0}; },
+                        [](const KvTakeTicket& ticket) -> Add { return CounterAdd{ticket.key, 1}; },
+                        [](const KvCountTickets& count) -> Add { return CounterAdd{count.key, 0}; },
+                        [](const auto&) -> Add { return std::nullopt; },
+                    },
+                    op);
+}
+
+// Why an ADD of delta to a key holding value makes a TCPStore server close the connection
+// (PyTorch's std::stoll throws; ddprun's store does the same): nullopt when it would not.
+std::optional<std::string> counter_trouble(const std::string& value, int64_t delta) {
+  int64_t current = 0;
+  const auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), current);
+  if (value.empty() || error != std::errc{} || end != value.data() + value.size()) {
+    return "holds " + shown_value(value) + ", not a counter";
+  }
+  int64_t sum = 0;
+  if (__builtin_add_overflow(current, delta, &sum)) {
+    return "the counter holds " + value + ": adding " + std::to_string(delta) +
+           " overflows 64 bits";
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 // One op from start() to its completion.
@@ -242,6 +279,16 @@ class StoreKv::Core : public std::enable_shared_from_this<StoreKv::Core> {
   void fail(const OpPtr& op, KvErrorKind kind, const std::string& reason);
   void finish_later(const OpPtr& op, KvResult result);
   void on_dial_failed(const Failure& failure, std::deque<OpPtr>& queue);
+  // A TCPStore server closes the connection of an ADD to a key that holds no integer, and so
+  // fails every op in flight on it: that is junk in the store, not a lost store. Failures of
+  // the main connection are held for one turn of the loop; when ops that add to counters were
+  // among them, the counters are read on a fresh connection, and if one is junk every held op
+  // fails with kCorrupt naming it. Otherwise, or when no connection can be made, they fail as
+  // they did.
+  void failed_on_main(const OpPtr& op, const Failure& failure);
+  void diagnose_held_failures();
+  void judge_held_failures(const std::vector<std::pair<OpPtr, Failure>>& held,
+                           const std::vector<CounterAdd>& counters, const KvResult& read);
   void give_up(const std::string& reason);
   void maybe_closed();
 
@@ -265,6 +312,8 @@ class StoreKv::Core : public std::enable_shared_from_this<StoreKv::Core> {
 
   ConnectionPtr main_;
   bool main_dialing_ = false;
+  // Ops that failed with the main connection in this turn of the loop (failed_on_main).
+  std::optional<std::vector<std::pair<OpPtr, Failure>>> held_failures_;
   std::deque<OpPtr> main_queue_;  // waiting for the main connection
 
   std::deque<OpPtr> wait_queue_;              // waits waiting for a connection
@@ -408,11 +457,20 @@ void StoreKv::Core::on_main_dialed(ConnectionPtr connection, std::optional<Failu
   }
   ever_connected_ = true;
   main_ = std::move(connection);
-  main_->on_failure([weak = weak_from_this(), raw = main_.get()](const Failure&) {
+  main_->on_failure([weak = weak_from_this(), raw = main_.get()](const Failure& broke) {
     // Dropped; the ops in flight hear of it themselves, the next op dials anew.
     const auto self = weak.lock();
     if (self && self->main_.get() == raw) {
       self->main_.reset();
+    }
+    if (self && broke.kind == KvErrorKind::kUnreachable && !self->held_failures_) {
+      self->held_failures_.emplace();
+      boost::asio::post(self->io_, [weak] {
+        const auto alive = weak.lock();
+        if (alive && !alive->abandoned_) {
+          alive->diagnose_held_failures();
+        }
+      });
     }
   });
   auto queued = std::move(main_queue_);
@@ -441,7 +499,7 @@ void StoreKv::Core::send(const OpPtr& op, std::string request, ReplyShape shape,
           return;
         }
         if (const auto* failure = std::get_if<Failure>(&outcome)) {
-          self->fail(op, failure->kind, failure->reason);
+          self->failed_on_main(op, *failure);
           return;
         }
         on_reply(std::get<Reply>(outcome));
@@ -476,9 +534,8 @@ void StoreKv::Core::run(const OpPtr& op) {
     send(op, request.add(on_wire(beat->key), 1), ReplyShape::integer,
          [this, op](Reply&) { finish(op, KvDone{}); });
   } else if (const auto* probe = std::get_if<KvProbe>(&op->op)) {
-    send(op, request.add(on_wire(probe->key), 0), ReplyShape::integer, [this, op](Reply& reply) {
-      finish(op, KvLiveness{reply.integer, false});
-    });
+    send(op, request.add(on_wire(probe->key), 0), ReplyShape::integer,
+         [this, op](Reply& reply) { finish(op, KvLiveness{reply.integer, false}); });
   } else if (const auto* ticket = std::get_if<KvTakeTicket>(&op->op)) {
     // ADD is one atomic step on the server: no race to lose.
     send(op, request.add(on_wire(ticket->key), 1), ReplyShape::integer,
@@ -837,6 +894,65 @@ void StoreKv::Core::on_dial_failed(const Failure& failure, std::deque<OpPtr>& qu
   queue.clear();
   for (const auto& op : failed) {
     fail(op, failure.kind, failure.reason);
+  }
+}
+
+void StoreKv::Core::failed_on_main(const OpPtr& op, const Failure& failure) {
+  if (held_failures_ && failure.kind == KvErrorKind::kUnreachable) {
+    held_failures_->emplace_back(op, failure);
+    return;
+  }
+  fail(op, failure.kind, failure.reason);
+}
+
+void StoreKv::Core::diagnose_held_failures() {
+  auto held = std::move(held_failures_).value_or(std::vector<std::pair<OpPtr, Failure>>{});
+  held_failures_.reset();
+  std::vector<CounterAdd> counters;
+  for (const auto& [op, failure] : held) {
+    if (auto add = counter_add(op->op); add && !op->finished) {
+      counters.push_back(std::move(*add));
+    }
+  }
+  if (counters.empty() || gone_ || closed_) {
+    judge_held_failures(held, {}, KvValues{});
+    return;
+  }
+  // An op of the backend's own, outside ops_: the held ops keep a close() waiting meanwhile.
+  auto read = std::make_shared<PendingKvOp>();
+  std::vector<std::string> keys;
+  for (const auto& counter : counters) {
+    keys.push_back(counter.key);
+  }
+  read->op = KvMultiGet{std::move(keys)};
+  read->what = "reading the counters of ADDs whose connection the server closed";
+  read->done = [weak = weak_from_this(), held, counters](KvResult result) {
+    if (const auto self = weak.lock(); self && !self->abandoned_) {
+      self->judge_held_failures(held, counters, result);
+    }
+  };
+  queue_main(read);
+}
+
+void StoreKv::Core::judge_held_failures(const std::vector<std::pair<OpPtr, Failure>>& held,
+                                        const std::vector<CounterAdd>& counters,
+                                        const KvResult& read) {
+  std::optional<std::string> corrupt;
+  if (const auto* values = std::get_if<KvValues>(&read)) {
+    for (std::size_t i = 0; i < counters.size() && i < values->values.size() && !corrupt; ++i) {
+      if (const auto& value = values->values[i]) {
+        if (auto trouble = counter_trouble(*value, counters[i].delta)) {
+          corrupt = corrupt_key_text(counters[i].key, *trouble);
+        }
+      }
+    }
+  }
+  for (const auto& [op, failure] : held) {
+    if (corrupt) {
+      finish_later(op, KvError{KvErrorKind::kCorrupt, *corrupt});
+    } else {
+      fail(op, failure.kind, failure.reason);
+    }
   }
 }
 

@@ -39,6 +39,14 @@
 //  - kProtocol: a reply broke the protocol or a limit (max_reply_bytes); the connection is
 //    dropped like an unresponsive one.
 //  - kRejected: an op the store cannot carry (MultiSet with unequal lengths, too many keys).
+//  - kCorrupt: a TCPStore server closes the connection of an ADD (KvAdd, KvBeat, KvProbe,
+//    KvTakeTicket, KvCountTickets) to a key that holds no integer or that the ADD would take
+//    past int64 (PyTorch's std::stoll throws; ddprun's store does the same, PyTorch's clients
+//    rely on it). That is junk another process wrote, not a lost store: when the main
+//    connection breaks with such ADDs in flight, StoreKv reads their keys on a fresh
+//    connection and, if one holds junk, fails every op that was in flight on the broken
+//    connection with kCorrupt, its message corrupt_key_text() naming the key
+//    (round/record_checks.hpp). Otherwise they fail kUnreachable as above.
 //
 // Threading: single-threaded on the caller's io_context; no threads of its own. Completions
 // never run inside start(), cancel() or close().

@@ -116,6 +116,9 @@ enum class KvErrorKind {
   kUnresponsive,  // connected, but no answer within the backend's operation timeout
   kProtocol,      // the answer was malformed or broke a limit: a broken or hostile server
   kRejected,      // the store refused the op with a reason (etcd: no quorum, request too big)
+  kCorrupt,       // a key the op read or counted holds junk another process wrote there (a
+                  // counter that is no integer, or one an ADD would overflow); the message is
+                  // corrupt_key_text(): "the key '...' is corrupt: ..." (record_checks.hpp)
 };
 struct KvError {
   KvErrorKind kind = KvErrorKind::kUnreachable;

@@ -8,6 +8,8 @@
 #include <sstream>
 #include <tuple>
 
+#include "rendezvous/round/record_checks.hpp"
+
 namespace ddprun::rendezvous::round {
 namespace {
 
@@ -17,32 +19,31 @@ constexpr int kMaxNproc = 1 << 20;
 constexpr int kMaxNodes = 1 << 20;
 constexpr std::size_t kMaxFailureTextBytes = 64 * 1024;
 
-[[noreturn]] void bad_record(int slot, const std::string& why) {
-  throw RendezvousError("malformed node record in rendezvous slot " + std::to_string(slot) + ": " +
-                        why);
+[[noreturn]] void bad_record(const std::string& key, const std::string& why) {
+  throw CorruptRecord(key, "a node record with " + why);
 }
 
-int int_field(const nlohmann::json& j, const char* name, int lo, int hi, int slot) {
+int int_field(const nlohmann::json& j, const char* name, int lo, int hi, const std::string& key) {
   auto it = j.find(name);
   if (it == j.end() || !it->is_number_integer()) {
-    bad_record(slot, std::string("missing integer field '") + name + "'");
+    bad_record(key, std::string("missing integer field '") + name + "'");
   }
   const auto value = it->get<int64_t>();
   if (value < lo || value > hi) {
-    bad_record(slot, std::string("field '") + name + "' out of range: " + std::to_string(value));
+    bad_record(key, std::string("field '") + name + "' out of range: " + std::to_string(value));
   }
   return static_cast<int>(value);
 }
 
 std::string string_field(const nlohmann::json& j, const char* name, std::size_t max_bytes,
-                         int slot) {
+                         const std::string& key) {
   auto it = j.find(name);
   if (it == j.end() || !it->is_string()) {
-    bad_record(slot, std::string("missing string field '") + name + "'");
+    bad_record(key, std::string("missing string field '") + name + "'");
   }
   auto value = it->get<std::string>();
   if (value.empty() || value.size() > max_bytes) {
-    bad_record(slot, std::string("field '") + name + "' has a bad length");
+    bad_record(key, std::string("field '") + name + "' has a bad length");
   }
   return value;
 }
@@ -115,28 +116,35 @@ std::string encode_node_record(const NodeRecord& record) {
   return j.dump();
 }
 
-NodeRecord decode_node_record(std::string_view text, int slot) {
+NodeRecord decode_node_record(std::string_view text, const std::string& key) {
   if (text.starts_with("error ")) {
     // A node that found the job misconfigured filled the slots so nobody waits for it.
-    throw RendezvousError(std::string(text.substr(6)));
+    throw RendezvousError(published_error(text.substr(6), key));
+  }
+  if (text.size() > kMaxNodeRecordBytes) {
+    throw CorruptRecord(key, "holds " + std::to_string(text.size()) + " bytes, more than the " +
+                                 std::to_string(kMaxNodeRecordBytes) + " of a node record");
   }
   auto j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) {
+    throw CorruptRecord(key, "holds " + shown_value(text) + ", not a node record (not JSON)");
+  }
   if (!j.is_object()) {
-    bad_record(slot, "not a JSON object");
+    throw CorruptRecord(key, "holds JSON " + shown_value(text) + ", not a node record object");
   }
   NodeRecord r;
-  r.addr = string_field(j, "addr", kMaxAddrBytes, slot);
-  r.nonce = string_field(j, "nonce", kMaxNonceBytes, slot);
+  r.addr = string_field(j, "addr", kMaxAddrBytes, key);
+  r.nonce = string_field(j, "nonce", kMaxNonceBytes, key);
   auto pid = j.find("pid");
   if (pid == j.end() || !pid->is_number_integer() || pid->get<int64_t>() < 0) {
-    bad_record(slot, "missing or bad field 'pid'");
+    bad_record(key, "missing or bad field 'pid'");
   }
   r.pid = pid->get<int64_t>();
-  r.nproc_per_node = int_field(j, "nproc", 1, kMaxNproc, slot);
-  r.min_nodes = int_field(j, "min", 1, kMaxNodes, slot);
-  r.max_nodes = int_field(j, "max", 1, kMaxNodes, slot);
+  r.nproc_per_node = int_field(j, "nproc", 1, kMaxNproc, key);
+  r.min_nodes = int_field(j, "min", 1, kMaxNodes, key);
+  r.max_nodes = int_field(j, "max", 1, kMaxNodes, key);
   if (j.contains("hint")) {
-    r.rank_hint = int_field(j, "hint", 0, kMaxNodes, slot);
+    r.rank_hint = int_field(j, "hint", 0, kMaxNodes, key);
   }
   return r;
 }
@@ -152,14 +160,17 @@ std::string encode_assignment_error(std::string_view message) {
   return "error " + std::string(message);
 }
 
-Assignment decode_assignment(std::string_view text) {
+Assignment decode_assignment(std::string_view text, const std::string& key) {
   if (text.starts_with("error ")) {
-    throw RendezvousError(std::string(text.substr(6)));
+    throw RendezvousError(published_error(text.substr(6), key));
   }
+  const auto malformed = [&] {
+    return CorruptRecord(key, "holds " + shown_value(text) + ", not a rank assignment");
+  };
   std::vector<int64_t> fields;
   std::string_view rest = text;
-  if (!rest.starts_with("ok ")) {
-    throw RendezvousError("malformed rank assignment in the store");
+  if (!rest.starts_with("ok ") || text.size() > kMaxNodeRecordBytes) {
+    throw malformed();
   }
   rest.remove_prefix(3);
   while (!rest.empty() && fields.size() < 8) {
@@ -167,13 +178,13 @@ Assignment decode_assignment(std::string_view text) {
     int64_t value = 0;
     if (!parse_int(rest.substr(0, space), value) || value < 0 ||
         value > std::numeric_limits<int>::max()) {
-      throw RendezvousError("malformed rank assignment in the store");
+      throw malformed();
     }
     fields.push_back(value);
     rest = space == std::string_view::npos ? std::string_view{} : rest.substr(space + 1);
   }
   if (fields.size() != 7 || !rest.empty()) {
-    throw RendezvousError("malformed rank assignment in the store");
+    throw malformed();
   }
   Assignment a;
   a.group_rank = static_cast<int>(fields[0]);
@@ -183,10 +194,16 @@ Assignment decode_assignment(std::string_view text) {
   a.restart_count = static_cast<int>(fields[4]);
   a.neighbor_slot = static_cast<int>(fields[5]);
   a.rank0_slot = static_cast<int>(fields[6]);
-  if (a.group_rank >= a.group_world_size || a.base_global_rank >= a.world_size ||
+  // Every node runs at least one process, and the ring names another node unless alone.
+  const bool alone = a.group_world_size == 1;
+  if (a.group_world_size < 1 || a.group_world_size > kMaxCount ||
+      a.group_rank >= a.group_world_size || a.world_size < a.group_world_size ||
+      a.base_global_rank >= a.world_size || a.base_global_rank < a.group_rank ||
+      (alone ? a.neighbor_slot != 0 : a.neighbor_slot < 1) ||
       a.neighbor_slot > a.group_world_size || a.rank0_slot < 1 ||
-      a.rank0_slot > a.group_world_size) {
-    throw RendezvousError("inconsistent rank assignment in the store");
+      a.rank0_slot > a.group_world_size || a.restart_count > kMaxRestarts) {
+    throw CorruptRecord(
+        key, "holds " + shown_value(text) + ", a rank assignment whose ranks do not fit together");
   }
   return a;
 }

@@ -24,8 +24,9 @@ struct NodeRecord {
 };
 
 std::string encode_node_record(const NodeRecord& record);
-// Throws RendezvousError naming the slot and the problem.
-NodeRecord decode_node_record(std::string_view text, int slot);
+// Throws CorruptRecord naming key (the record's) and the problem; RendezvousError with the
+// message a node published there to fail the round ("error ...").
+NodeRecord decode_node_record(std::string_view text, const std::string& key);
 
 // One node's place in a formed round.
 struct Assignment {
@@ -42,8 +43,9 @@ struct Assignment {
 // The closing node publishes either an assignment or an error every node raises.
 std::string encode_assignment(const Assignment& assignment);
 std::string encode_assignment_error(std::string_view message);
-// Returns the assignment, or throws RendezvousError with the published error / a decode error.
-Assignment decode_assignment(std::string_view text);
+// Returns the assignment, or throws RendezvousError with the published error, or CorruptRecord
+// naming key when the text is no assignment or its ranks do not fit together.
+Assignment decode_assignment(std::string_view text, const std::string& key);
 
 // Orders the round's nodes (records[i] holds slot i + 1): by rank hint, then address, then pid,
 // so unchanged membership gives unchanged ranks. Throws RendezvousError when the nodes disagree

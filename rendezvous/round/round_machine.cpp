@@ -10,6 +10,7 @@
 #include "common/overloaded.hpp"
 #include "common/signals.hpp"
 #include "rendezvous/round/digest_text.hpp"
+#include "rendezvous/round/record_checks.hpp"
 #include "rendezvous/round/reply.hpp"
 
 namespace ddprun::rendezvous::round {
@@ -169,6 +170,8 @@ void RoundMachine::step(const MachineEvent& event, MachineTime now) {
                    [&](const NodeChecked& checked) { node_checked(checked, now); },
                },
                event);
+  } catch (const CorruptRecord& corrupt) {
+    fail_rendezvous(corrupt_rendezvous_message(config_.run_id, corrupt.what()));
   } catch (const RendezvousError& error) {
     fail_rendezvous(error.what());
   }
@@ -217,6 +220,11 @@ void RoundMachine::on_kv_error(const Pending& pending, const KvError& error, Mac
     // The workers already succeeded: the barrier is best effort.
     notice("exit_barrier", "exit barrier: " + config_.where + ": " + error.message);
     close_job(kExitSuccess, "workers succeeded", {});
+    return;
+  }
+  if (error.kind == KvErrorKind::kCorrupt) {
+    // Not a lost store: another process wrote junk where this op read or counted.
+    fail_rendezvous(corrupt_rendezvous_message(config_.run_id, error.message));
     return;
   }
   const bool running = phase_ == Phase::kRunning || phase_ == Phase::kExitBarrier;

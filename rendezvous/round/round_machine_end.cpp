@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "rendezvous/round/record_checks.hpp"
 #include "rendezvous/round/reply.hpp"
 #include "rendezvous/round/round_machine.hpp"
 
@@ -185,13 +186,15 @@ void RoundMachine::on_ending_reply(const Pending& pending, const KvResult& resul
   switch (pending.step) {
     // ---- a local failure ----
     case Step::kFailClaimCheck:
+      check_token(value_of(result), keys_.fail_claim(current_->round));
       report_->claimed = value_of(result).has_value();
       if (--report_->checks_outstanding == 0) {
         report_checks_done(now);
       }
       return;
     case Step::kFailLostCheck:
-      report_->lost_seen = counter_of(result) > 0;
+      report_->lost_seen = checked_counter(counter_of(result), 0, kMaxCount,
+                                           keys_.lost(current_->round), "lost nodes") > 0;
       if (--report_->checks_outstanding == 0) {
         report_checks_done(now);
       }
@@ -201,6 +204,7 @@ void RoundMachine::on_ending_reply(const Pending& pending, const KvResult& resul
       return;
     case Step::kFailClaim: {
       const uint64_t r = current_->round;
+      check_token(value_of(result), keys_.fail_claim(r));
       if (value_of(result) != config_.self.nonce) {
         issue(Step::kFailedWait,
               KvWait{{keys_.failed(r)}, to_millis(config_.settings.close_timeout)}, Group::kReport);
@@ -214,9 +218,13 @@ void RoundMachine::on_ending_reply(const Pending& pending, const KvResult& resul
     case Step::kRestartsAdd:
     case Step::kExitCountRead: {
       if (pending.step == Step::kRestartsAdd) {
-        report_->restarts_after = counter_of(result);
+        report_->restarts_after =
+            checked_counter(counter_of(result), 1, kMaxRestarts, keys_.restarts(), "restarts");
       } else {
-        report_->lost_seen = counter_of(result) > 0;  // reused: a node already finished
+        // reused: a node already finished
+        report_->lost_seen =
+            checked_counter(counter_of(result), 0, kMaxCount, keys_.exit_count(current_->round),
+                            "finished nodes") > 0;
       }
       if (--report_->checks_outstanding > 0) {
         return;
@@ -246,9 +254,11 @@ void RoundMachine::on_ending_reply(const Pending& pending, const KvResult& resul
       issue(Step::kFailedRead, KvGet{keys_.failed(current_->round)}, Group::kReport);
       return;
     case Step::kFailedRead: {
-      const auto decision = parse_failure_decision(value_of(result).value_or(""));
+      const std::string text = value_of(result).value_or("");
+      const auto decision = parse_failure_decision(text);
       if (!decision) {
-        throw RendezvousError("malformed failure decision in the store");
+        throw CorruptRecord(keys_.failed(current_->round),
+                            "holds " + shown_value(text) + ", not a failure decision");
       }
       decision_known(*decision, now);
       return;
@@ -256,7 +266,8 @@ void RoundMachine::on_ending_reply(const Pending& pending, const KvResult& resul
 
     // ---- success: the exit barrier ----
     case Step::kExitAdd:
-      if (counter_of(result) >= participants()) {
+      if (checked_counter(counter_of(result), 1, kMaxCount, keys_.exit_count(current_->round),
+                          "finished nodes") >= participants()) {
         issue(Step::kExitDoneSet, KvSet{keys_.exit_done(current_->round), "1"});
       }
       return;

@@ -9,34 +9,14 @@
 // ends.
 
 #include <algorithm>
-#include <charconv>
 
 #include "common/overloaded.hpp"
+#include "rendezvous/round/record_checks.hpp"
 #include "rendezvous/round/reply.hpp"
 #include "rendezvous/round/round_machine.hpp"
 
 namespace ddprun::rendezvous::round {
 namespace {
-
-uint64_t parse_round(const std::optional<std::string>& text) {
-  uint64_t value = 0;
-  const std::string s = text.value_or("");
-  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
-  if (s.empty() || ec != std::errc{} || ptr != s.data() + s.size()) {
-    throw RendezvousError("malformed round number in the store: '" + s.substr(0, 64) + "'");
-  }
-  return value;
-}
-
-int parse_small_count(const std::string& text, const char* what) {
-  int value = 0;
-  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (text.empty() || ec != std::errc{} || ptr != text.data() + text.size() || value < 0 ||
-      value > (1 << 20)) {
-    throw RendezvousError(std::string("malformed ") + what + " in the store");
-  }
-  return value;
-}
 
 using common::seconds_text;
 
@@ -94,6 +74,7 @@ void RoundMachine::node_checked(const NodeChecked& checked, MachineTime now) {
 }
 
 void RoundMachine::check_config_reply(const std::string& stored) {
+  const NnodesText theirs = parse_nnodes_text(stored, keys_.config());
   const std::string mine = nnodes_text(config_.self.min_nodes, config_.self.max_nodes);
   if (stored == mine) {
     config_checked_ = true;
@@ -104,7 +85,7 @@ void RoundMachine::check_config_reply(const std::string& stored) {
       (elastic() ? " (pid " + std::to_string(config_.self.pid) + ")"
                  : " (--node_rank " + std::to_string(config_.self.rank_hint.value_or(0)) + ")") +
       " has --nnodes " + mine + " but the " + config_.where + " was started with --nnodes " +
-      stored.substr(0, 64);
+      stored;
   if (elastic()) {
     // Fail the round now forming too, so nobody waits for a node that will never come.
     issue(Step::kMismatchRound, KvCompareSet{keys_.round(), std::nullopt, "0"});
@@ -112,11 +93,7 @@ void RoundMachine::check_config_reply(const std::string& stored) {
   }
   // Node 0 waits for every slot's record: fill them with the error so it fails now, not after
   // join_timeout.
-  int theirs = 0;
-  const auto colon = stored.find(':');
-  const std::string max_text = colon == std::string::npos ? stored : stored.substr(colon + 1);
-  std::from_chars(max_text.data(), max_text.data() + max_text.size(), theirs);
-  const int slots = std::clamp(std::max(theirs, config_.self.max_nodes), 1, 1 << 16);
+  const int slots = std::clamp(std::max(theirs.max_nodes, config_.self.max_nodes), 1, 1 << 16);
   auto record_keys = keys_.for_slots(slots, [&](int s) { return keys_.node(join_.round, s); });
   const auto count = record_keys.size();
   issue(Step::kMismatchStaticFill,
@@ -267,15 +244,18 @@ void RoundMachine::publish_assignments(const std::vector<std::optional<std::stri
         throw RendezvousError("the record of slot " + std::to_string(i + 1) + " of round " +
                               std::to_string(r) + " vanished from the store");
       }
-      records.push_back(decode_node_record(*texts[i], static_cast<int>(i) + 1));
+      records.push_back(decode_node_record(*texts[i], keys_.node(r, static_cast<int>(i) + 1)));
     }
     const auto assignments = elastic() ? assign_dynamic_ranks(records, static_cast<int>(restarts))
                                        : assign_static_ranks(records, static_cast<int>(restarts));
     for (const auto& a : assignments) {
       values.push_back(encode_assignment(a));
     }
-  } catch (const RendezvousError& error) {
+  } catch (const CorruptRecord& corrupt) {
     // Every participant raises the same error instead of waiting for an assignment.
+    values.assign(assign_keys.size(), encode_assignment_error(corrupt_rendezvous_message(
+                                          config_.run_id, corrupt.what())));
+  } catch (const RendezvousError& error) {
     values.assign(assign_keys.size(), encode_assignment_error(error.what()));
   }
   issue(Step::kAssignPublish, KvMultiSet{std::move(assign_keys), std::move(values)});
@@ -285,7 +265,18 @@ void RoundMachine::publish_assignments(const std::vector<std::optional<std::stri
 }
 
 void RoundMachine::assignment_read(const std::string& text, MachineTime now) {
-  const Assignment assignment = decode_assignment(text);
+  const std::string key = keys_.assignment(join_.round, join_.slot);
+  const Assignment assignment = decode_assignment(text, key);
+  // A round of more nodes than --nnodes allows, or without this node's slot, was not formed
+  // by an agent of this job.
+  if (assignment.group_world_size > config_.self.max_nodes ||
+      join_.slot > assignment.group_world_size ||
+      (assignment.group_world_size > 1 && assignment.neighbor_slot == join_.slot) ||
+      ((assignment.rank0_slot == join_.slot) != (assignment.group_rank == 0))) {
+    throw CorruptRecord(key, "holds " + shown_value(text) + ", a rank assignment for slot " +
+                                 std::to_string(join_.slot) + " that does not fit --nnodes " +
+                                 nnodes_text(config_.self.min_nodes, config_.self.max_nodes));
+  }
   if (!current_ || current_->round != join_.round) {
     current_ = Formed{join_.round, join_.slot, {}, {}, 0};
   }
@@ -322,13 +313,14 @@ void RoundMachine::on_reply(const Pending& pending, const KvResult& result, Mach
       }
       return;
     case Step::kMismatchRound: {
-      const uint64_t round = parse_round(value_of(result));
+      const uint64_t round = parse_round_number(value_of(result), keys_.round());
       issue(Step::kMismatchCloseClaim,
             KvCompareSet{keys_.close_claim(round), std::nullopt, config_.self.nonce}, Group::kFlow,
             static_cast<int64_t>(round));
       return;
     }
     case Step::kMismatchCloseClaim:
+      check_token(value_of(result), keys_.close_claim(static_cast<uint64_t>(pending.aux)));
       if (value_of(result) == config_.self.nonce) {
         issue(Step::kMismatchClosed, KvSet{keys_.closed(static_cast<uint64_t>(pending.aux)),
                                            "error " + mismatch_message_});
@@ -341,7 +333,7 @@ void RoundMachine::on_reply(const Pending& pending, const KvResult& result, Mach
 
     // ---- dynamic join ----
     case Step::kRoundClaim: {
-      uint64_t round = parse_round(value_of(result));
+      uint64_t round = parse_round_number(value_of(result), keys_.round());
       if (pending.aux >= 0) {
         // The key was behind (it only ever moves forward for live rounds).
         round = std::max(round, static_cast<uint64_t>(pending.aux) + 1);
@@ -350,25 +342,35 @@ void RoundMachine::on_reply(const Pending& pending, const KvResult& result, Mach
       break;
     }
     case Step::kPrevLost:
-      join_.prev_lost = static_cast<int>(std::clamp<int64_t>(counter_of(result), 0, 1 << 20));
+      join_.prev_lost = static_cast<int>(checked_counter(
+          counter_of(result), 0, kMaxCount, keys_.lost(current_->round), "lost nodes"));
       break;
     case Step::kPrevWaiting:
-      join_.prev_waiting = static_cast<int>(std::clamp<int64_t>(counter_of(result), 0, 1 << 20));
+      join_.prev_waiting = static_cast<int>(checked_counter(
+          counter_of(result), 0, kMaxCount, keys_.waiting(current_->round), "waiting nodes"));
       break;
-    case Step::kJobClosedCheck:
-      join_.job_closed = value_of(result).has_value();
-      join_.job_succeeded = value_of(result) == std::optional<std::string>("0");
+    case Step::kJobClosedCheck: {
+      const auto& outcome = value_of(result);
+      if (outcome && *outcome != "0" && *outcome != "1") {
+        throw CorruptRecord(keys_.job_closed(),
+                            "holds " + shown_value(*outcome) + ", not a job's outcome");
+      }
+      join_.job_closed = outcome.has_value();
+      join_.job_succeeded = outcome == std::optional<std::string>("0");
       break;
+    }
     case Step::kExpectedClaim:
-      join_.expected = parse_small_count(value_of(result).value_or(""), "expected node count");
+      join_.expected = parse_count(value_of(result).value_or(""), 1, kMaxCount, keys_.expected(r),
+                                   "expected nodes");
       break;
     case Step::kExpectedRead:
       if (const auto& v = value_of(result)) {
-        join_.expected = parse_small_count(*v, "expected node count");
+        join_.expected = parse_count(*v, 1, kMaxCount, keys_.expected(r), "expected nodes");
       }
       break;
     case Step::kJoinedAdd:
-      join_.slot = static_cast<int>(std::clamp<int64_t>(counter_of(result), 1, 1 << 20));
+      join_.slot = static_cast<int>(
+          checked_counter(counter_of(result), 1, kMaxCount, keys_.joined(r), "joined nodes"));
       issue(Step::kRecordSet, KvSet{keys_.node(r, join_.slot), encode_node_record(config_.self)});
       break;
     case Step::kAwaitClose:
@@ -381,18 +383,17 @@ void RoundMachine::on_reply(const Pending& pending, const KvResult& result, Mach
     case Step::kClosedRead: {
       const std::string text = value_of(result).value_or("");
       if (text.starts_with("error ")) {
-        throw RendezvousError(text.substr(6));
+        throw RendezvousError(published_error(std::string_view(text).substr(6), keys_.closed(r)));
       }
-      const int n = parse_small_count(text, "participant count");
-      if (n < 1 || n > config_.self.max_nodes) {
-        throw RendezvousError(config_.where + ": round " + std::to_string(r) + " closed with " +
-                              std::to_string(n) + " nodes, outside --nnodes " +
-                              nnodes_text(config_.self.min_nodes, config_.self.max_nodes));
-      }
+      // Agents that disagree on --nnodes never get this far (the config check): a count
+      // outside this node's --nnodes was not written by an agent of this job.
+      const int n = parse_count(text, 1, config_.self.max_nodes, keys_.closed(r),
+                                "nodes in a round (--nnodes)");
       act(join_.decisions->on_closed(n), now);
       return;
     }
     case Step::kCloseClaim:
+      check_token(value_of(result), keys_.close_claim(r));
       if (value_of(result) == config_.self.nonce) {
         join_.closed_by_me = true;
         issue(Step::kClosedSet, KvSet{keys_.closed(r), std::to_string(pending.aux)});
@@ -410,12 +411,13 @@ void RoundMachine::on_reply(const Pending& pending, const KvResult& result, Mach
     case Step::kMasterSet:
       return;
     case Step::kJoinedCount:
-      act(join_.decisions->on_joined_count(
-              static_cast<int>(std::clamp<int64_t>(counter_of(result), 0, 1 << 20))),
+      act(join_.decisions->on_joined_count(static_cast<int>(
+              checked_counter(counter_of(result), 0, kMaxCount, keys_.joined(r), "joined nodes"))),
           now);
       return;
     case Step::kTimeoutCount:
-      join_timed_out(static_cast<int>(counter_of(result)));
+      join_timed_out(static_cast<int>(
+          checked_counter(counter_of(result), 0, kMaxCount, keys_.joined(r), "joined nodes")));
       return;
     case Step::kReformWait:
       require_ready(result, config_.where,
@@ -427,12 +429,13 @@ void RoundMachine::on_reply(const Pending& pending, const KvResult& result, Mach
       return;
     case Step::kRoundAdvanceLate:
       join_.expected = 0;
-      join_round(std::max(parse_round(value_of(result)), r + 1), now);
+      join_round(std::max(parse_round_number(value_of(result), keys_.round()), r + 1), now);
       return;
 
     // ---- static join ----
     case Step::kStaticRound:
-      join_.round = static_cast<uint64_t>(std::max<int64_t>(counter_of(result), 0));
+      join_.round = static_cast<uint64_t>(
+          checked_counter(counter_of(result), 0, kMaxRestarts, keys_.restarts(), "restarts"));
       issue(Step::kConfigClaim,
             KvCompareSet{keys_.config(), std::nullopt,
                          nnodes_text(config_.self.min_nodes, config_.self.max_nodes)});
@@ -494,7 +497,8 @@ void RoundMachine::on_reply(const Pending& pending, const KvResult& result, Mach
       }
       return;
     case Step::kRestartsRead:
-      restarts_read_ = counter_of(result);
+      restarts_read_ =
+          checked_counter(counter_of(result), 0, kMaxRestarts, keys_.restarts(), "restarts");
       if (--join_.replies_outstanding == 0) {
         publish_assignments(records_, restarts_read_);
       }
@@ -517,15 +521,15 @@ void RoundMachine::on_reply(const Pending& pending, const KvResult& result, Mach
       issue(Step::kMasterRead, KvGet{keys_.master(current_->round)});
       return;
     case Step::kMasterRead: {
+      const std::string key = keys_.master(current_->round);
       const std::string text = value_of(result).value_or("");
       const auto space = text.rfind(' ');
-      if (space == std::string::npos || space == 0 || text.size() > 2048) {
-        throw RendezvousError("malformed workers' store address in the store");
+      if (space == std::string::npos || space == 0 || text.size() > kMaxAddressBytes ||
+          text.find_first_of(std::string_view("\0\t\n\r", 4)) != std::string::npos) {
+        throw CorruptRecord(key, "holds " + shown_value(text) + ", not a host and port");
       }
-      const int port = parse_small_count(text.substr(space + 1), "workers' store port");
-      if (port < 1 || port > 65535) {
-        throw RendezvousError("malformed workers' store port in the store");
-      }
+      const int port = parse_count(std::string_view(text).substr(space + 1), 1, 65535, key,
+                                   "a port of the workers' store");
       workers_store_known(text.substr(0, space), static_cast<uint16_t>(port), now);
       return;
     }

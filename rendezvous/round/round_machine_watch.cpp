@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "rendezvous/round/record_checks.hpp"
 #include "rendezvous/round/reply.hpp"
 #include "rendezvous/round/round_machine.hpp"
 
@@ -212,7 +213,8 @@ void RoundMachine::on_running_reply(const Pending& pending, const KvResult& resu
       probe_answered(answer_as<KvLiveness>(result, "a heartbeat probe"), now);
       return;
     case Step::kLossCheckExit:
-      if (counter_of(result) > 0) {
+      if (checked_counter(counter_of(result), 0, kMaxCount, keys_.exit_count(current_->round),
+                          "finished nodes") > 0) {
         notice("node_left", "the next node of the ring finished its workers and left");
       } else {
         declare_loss(now);
@@ -223,7 +225,8 @@ void RoundMachine::on_running_reply(const Pending& pending, const KvResult& resu
     case Step::kAllLeftSetForLost:
       return;
     case Step::kLeftAddForLost:
-      if (counter_of(result) >= current_->assignment.group_world_size) {
+      if (checked_counter(counter_of(result), 0, kMaxCount, keys_.left(current_->round),
+                          "nodes that left") >= current_->assignment.group_world_size) {
         issue(Step::kAllLeftSetForLost, KvSet{keys_.all_left(current_->round), "1"}, Group::kWatch);
       }
       return;
@@ -232,7 +235,7 @@ void RoundMachine::on_running_reply(const Pending& pending, const KvResult& resu
       std::string who = "in slot " + std::to_string(slot);
       if (const auto& text = value_of(result)) {
         try {
-          who = decode_node_record(*text, slot).addr;
+          who = decode_node_record(*text, keys_.node(current_->round, slot)).addr;
         } catch (const RendezvousError&) {
           // The record is only for the message.
         }
@@ -274,13 +277,19 @@ void RoundMachine::on_running_reply(const Pending& pending, const KvResult& resu
     case Step::kStateFailed:
       if (const auto& text = value_of(result)) {
         watch_.seen.failure = parse_failure_decision(*text);
+        if (!watch_.seen.failure) {
+          throw CorruptRecord(keys_.failed(current_->round),
+                              "holds " + shown_value(*text) + ", not a failure decision");
+        }
       }
       break;
     case Step::kStateLost:
-      watch_.seen.lost_nodes = counter_of(result);
+      watch_.seen.lost_nodes = checked_counter(counter_of(result), 0, kMaxCount,
+                                               keys_.lost(current_->round), "lost nodes");
       break;
     case Step::kStateWaiting:
-      watch_.seen.waiting_nodes = counter_of(result);
+      watch_.seen.waiting_nodes = checked_counter(counter_of(result), 0, kMaxCount,
+                                                  keys_.waiting(current_->round), "waiting nodes");
       break;
     default:
       on_ending_reply(pending, result, now);

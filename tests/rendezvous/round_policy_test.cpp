@@ -192,9 +192,10 @@ TEST_CASE("next round's expected nodes: survivors plus waiting, within 1..MAX") 
   CHECK(next_round_expected_nodes(2, 99, 0, 3) == 1);
 }
 
-TEST_CASE("records round-trip and reject bad input with the slot named") {
+TEST_CASE("records round-trip and reject bad input with the key named") {
+  const std::string key = "ddprun/rdzv/j/r0/node/5";
   auto r = node("10.0.0.7", 42, 3, 8, 2, 4);
-  auto back = decode_node_record(encode_node_record(r), 1);
+  auto back = decode_node_record(encode_node_record(r), key);
   CHECK(back.addr == r.addr);
   CHECK(back.pid == 42);
   CHECK(back.nonce == r.nonce);
@@ -202,14 +203,16 @@ TEST_CASE("records round-trip and reject bad input with the slot named") {
   CHECK(back.rank_hint == 3);
   CHECK(back.min_nodes == 2);
   CHECK(back.max_nodes == 4);
-  CHECK_FALSE(decode_node_record(encode_node_record(node("a", 1)), 1).rank_hint);
-  CHECK_THROWS_WITH(decode_node_record("not json", 5), Catch::Contains("slot 5"));
+  CHECK_FALSE(decode_node_record(encode_node_record(node("a", 1)), key).rank_hint);
+  CHECK_THROWS_WITH(decode_node_record("not json", key),
+                    Catch::Contains("the key '" + key + "' is corrupt"));
   CHECK_THROWS_WITH(
-      decode_node_record(R"({"addr":"a","nonce":"x","pid":1,"nproc":0,"min":1,"max":1})", 2),
+      decode_node_record(R"({"addr":"a","nonce":"x","pid":1,"nproc":0,"min":1,"max":1})", key),
       Catch::Contains("nproc"));
-  CHECK_THROWS_WITH(decode_node_record(R"({"addr":"a","nonce":"x","pid":1,"nproc":1,"min":1})", 2),
-                    Catch::Contains("max"));
-  CHECK_THROWS_WITH(decode_node_record("error agents disagree", 2),
+  CHECK_THROWS_WITH(
+      decode_node_record(R"({"addr":"a","nonce":"x","pid":1,"nproc":1,"min":1})", key),
+      Catch::Contains("max"));
+  CHECK_THROWS_WITH(decode_node_record("error agents disagree", key),
                     Catch::Equals("agents disagree"));
 }
 
@@ -268,7 +271,7 @@ TEST_CASE("static ranks follow --node_rank") {
 
 TEST_CASE("assignments round-trip; published errors and garbage raise") {
   Assignment a{2, 3, 4, 6, 1, 1, 2};
-  auto back = decode_assignment(encode_assignment(a));
+  auto back = decode_assignment(encode_assignment(a), "k");
   CHECK(back.group_rank == 2);
   CHECK(back.group_world_size == 3);
   CHECK(back.base_global_rank == 4);
@@ -276,12 +279,12 @@ TEST_CASE("assignments round-trip; published errors and garbage raise") {
   CHECK(back.restart_count == 1);
   CHECK(back.neighbor_slot == 1);
   CHECK(back.rank0_slot == 2);
-  CHECK_THROWS_WITH(decode_assignment(encode_assignment_error("boom")), Catch::Equals("boom"));
-  CHECK_THROWS(decode_assignment("ok 1 2"));
-  CHECK_THROWS(decode_assignment("ok 5 2 0 2 0 1 1"));  // rank beyond world
-  CHECK_THROWS(decode_assignment("ok -1 2 0 2 0 1 1"));
-  CHECK_THROWS(decode_assignment("ok 0 2 0 2 0 1 1 9"));
-  CHECK_THROWS(decode_assignment("garbage"));
+  CHECK_THROWS_WITH(decode_assignment(encode_assignment_error("boom"), "k"), Catch::Equals("boom"));
+  CHECK_THROWS(decode_assignment("ok 1 2", "k"));
+  CHECK_THROWS(decode_assignment("ok 5 2 0 2 0 1 1", "k"));  // rank beyond world
+  CHECK_THROWS(decode_assignment("ok -1 2 0 2 0 1 1", "k"));
+  CHECK_THROWS(decode_assignment("ok 0 2 0 2 0 1 1 9", "k"));
+  CHECK_THROWS(decode_assignment("garbage", "k"));
 }
 
 TEST_CASE("failure lines: root cause first, malformed lines skipped, count bounded") {

@@ -539,6 +539,40 @@ TEST_CASE("waits time out and are cancelled; their connection serves the next wa
   CHECK_FALSE(cancelled->has_value());
 }
 
+TEST_CASE("an ADD to junk: every op on the connection the server closed fails kCorrupt, naming it",
+          "[store_kv]") {
+  const auto server = start_server();
+  Loop loop;
+  Client client(loop, options_for(server->port()));
+  expect<kv::KvDone>(client.call(kv::KvSet{"junk", "\xff\xfe not a number"}));
+  expect<kv::KvDone>(client.call(kv::KvSet{"near_max", "9223372036854775807"}));
+  expect<kv::KvDone>(client.call(kv::KvSet{"plain", "v"}));
+
+  // The GET goes out behind the ticket ADD on the same connection, so the server's close
+  // reaches it too: it hears the same diagnosis, not "the server closed the connection".
+  const Slot ticket = client.start(kv::KvTakeTicket{"junk", "me"});
+  const Slot get = client.start(kv::KvGet{"plain"});
+  REQUIRE(loop.run_until([&] { return ticket->has_value() && get->has_value(); }));
+  for (const Slot& slot : {ticket, get}) {
+    const auto error = expect_error(**slot, kv::KvErrorKind::kCorrupt);
+    CHECK_THAT(error.message, Catch::Contains("the key 'junk' is corrupt: holds 15 bytes, not a "
+                                              "counter"));
+  }
+
+  // A counter an ADD would take past int64: the server refuses it (no wrap-around), the client
+  // says which key and why.
+  const auto overflow =
+      expect_error(client.call(kv::KvBeat{"near_max"}), kv::KvErrorKind::kCorrupt);
+  CHECK_THAT(overflow.message, Catch::Contains("the key 'near_max' is corrupt: the counter holds "
+                                               "9223372036854775807: adding 1 overflows 64 bits"));
+  CHECK(expect<kv::KvCounter>(client.call(kv::KvAdd{"near_max", -7})).value == 9223372036854775800);
+
+  // The backend goes on over a fresh connection, and a connection the server closed for no
+  // junk still reads as unreachable (the store dying is tested below).
+  CHECK(expect<kv::KvCounter>(client.call(kv::KvAdd{"fine", 2})).value == 2);
+  CHECK(expect<kv::KvValue>(client.call(kv::KvGet{"plain"})).value == Value("v"));
+}
+
 TEST_CASE("a store that dies with ops in flight: kUnreachable, then no reconnect", "[store_kv]") {
   StoreDaemon store;
   Loop loop;

@@ -1,0 +1,192 @@
+// Corrupt records end to end: two real ddprun agents (--nnodes 2, c10d, the store hosted by
+// one of them) run a worker group; a hostile client on a raw socket (not an agent: it speaks
+// the store protocol itself) writes junk into every rendezvous key of the running round.
+// Both agents must stop within seconds with exit status 1 and a message naming a corrupt
+// key, never "lost the connection", and nothing may crash.
+
+#include <catch2/catch.hpp>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "e2e_support.hpp"
+#include "rendezvous/backends/store_kv_requests.hpp"
+#include "rendezvous/round/round_keys.hpp"
+#include "tests/rendezvous/raw_connection.hpp"
+
+using namespace ddprun::agent::e2e;
+using namespace std::chrono_literals;
+using ddprun::rendezvous::backends::StoreKvRequests;
+using ddprun::rendezvous::round::RoundKeys;
+using ddprun::rendezvous::store::WireGeneration;
+using ddprun::rendezvous::store::testing::RawConnection;
+
+namespace {
+
+const std::string kRunId = "corrupt";
+
+std::vector<std::string> agent_argv(uint16_t port, int node) {
+  // The workers ignore SIGTERM, so each agent holds them (and the store's host keeps its store
+  // up) for --shutdown_timeout before SIGKILL: both agents read the junk before the store can
+  // go away with its host, whatever the order in which they notice it.
+  const std::string worker = "trap '' TERM; echo $$ > \"$DIR/pid-$RANK\"; exec sleep 60";
+  return {ddprun_binary(),
+          "--nnodes",
+          "2",
+          "--nproc_per_node",
+          "2",
+          "--rdzv_backend",
+          "c10d",
+          "--rdzv_endpoint",
+          "127.0.0.2:" + std::to_string(port),
+          "--rdzv_id",
+          kRunId,
+          "--rdzv_conf",
+          kFastRdzv + (node == 2 ? ",is_host=1" : ",is_host=0"),
+          "--local_addr",
+          "127.0.0." + std::to_string(node),
+          "--shutdown_timeout",
+          "3",
+          "--no_python",
+          "/bin/sh",
+          "-c",
+          worker};
+}
+
+// A client that is no agent: it opens the store like any TCPStore client (VALIDATE, PING) and
+// writes whatever it likes.
+class HostileClient {
+ public:
+  explicit HostileClient(uint16_t port) : connection_(port, "127.0.0.2") {
+    connection_.send(StoreKvRequests::validate_and_ping(7));
+    REQUIRE(connection_.receive(4).size() == 4);
+  }
+  // ADD, whose i64 reply is read (the counters must hold integers for the server to take it).
+  void add(const std::string& key, int64_t delta) {
+    connection_.send(requests_.add(key, delta));
+    connection_.receive(8);
+  }
+  // SETs, confirmed applied by a fence behind them.
+  void set(const std::vector<std::pair<std::string, std::string>>& writes) {
+    std::string batch;
+    for (const auto& [key, value] : writes) {
+      batch += requests_.set(key, value);
+    }
+    connection_.send(batch + requests_.fence());
+    connection_.receive(1);
+  }
+
+ private:
+  RawConnection connection_;
+  StoreKvRequests requests_{WireGeneration::g2};
+};
+
+// Two agents whose workers run, then junk, then the checks every hostile run shares.
+class RunningJob {
+ public:
+  RunningJob()
+      : host_(agent_argv(port_, 2), dir_ / "agent-2", env()),
+        other_(agent_argv(port_, 3), dir_ / "agent-3", env()) {
+    for (int rank = 0; rank < 4; ++rank) {
+      INFO(host_.output() + other_.output());
+      REQUIRE(wait_for_file(
+          dir_ / ("pid-" + std::to_string(rank)),
+          [](const std::string& text) { return text.ends_with("\n"); }, 60s));
+    }
+  }
+
+  uint16_t port() const { return port_; }
+
+  // Both agents exit 1 (no signal), each naming a corrupt key, never "lost the connection";
+  // their workers are gone. Returns the host agent's output.
+  std::string check_both_stop_naming_a_corrupt_key() {
+    const auto host_status = host_.wait_exit(60s);
+    const auto other_status = other_.wait_exit(60s);
+    const std::string host_output = host_.output();
+    const std::string other_output = other_.output();
+    INFO("host agent:\n" << host_output << "\nother agent:\n" << other_output);
+    CHECK(host_status == 1);
+    CHECK(other_status == 1);
+    for (const std::string& output : {host_output, other_output}) {
+      CHECK_THAT(output, Catch::Contains("rendezvous failed: rendezvous 'corrupt': the key "
+                                         "'ddprun/rdzv/corrupt/") &&
+                             Catch::Contains("' is corrupt: ") &&
+                             Catch::Contains("another process wrote into this rendezvous"));
+      CHECK_THAT(output, !Catch::Contains("lost the connection") &&
+                             !Catch::Contains("terminate called") && !Catch::Contains("Sanitizer"));
+    }
+    std::vector<pid_t> workers;
+    for (int rank = 0; rank < 4; ++rank) {
+      workers.push_back(std::stoi(read_file(dir_ / ("pid-" + std::to_string(rank)))));
+    }
+    CHECK(wait_until_gone(workers, 10s));
+    return host_output;
+  }
+
+ private:
+  std::map<std::string, std::string> env() const { return {{"DIR", dir_.path()}}; }
+
+  TempDir dir_;
+  uint16_t port_ = free_port("127.0.0.2");
+  Process host_;
+  Process other_;
+};
+
+}  // namespace
+
+TEST_CASE("junk in every key of a running round: both agents stop naming a corrupt key") {
+  RunningJob job;
+  const RoundKeys keys(kRunId);
+  const uint64_t r = 0;
+  const std::string four_mib(std::size_t{4} << 20, 'x');
+  const std::string int64_max = std::to_string(std::numeric_limits<int64_t>::max());
+  HostileClient hostile(job.port());
+  // Counters pushed near the end of int64: still integers (the server takes the ADD), far
+  // beyond any count of nodes or restarts.
+  for (const auto& counter : {keys.restarts(), keys.lost(r), keys.waiting(r), keys.joined(r),
+                              keys.exit_count(r), keys.left(r)}) {
+    hostile.add(counter, int64_t{1} << 62);
+  }
+  // Every other key of the round: empty, bytes that are not text, JSON of the wrong shape,
+  // 4 MiB, 1e308, and heartbeats one ADD away from overflowing. The wake-up keys come last:
+  // they make the agents read the round's state at once.
+  std::vector<std::pair<std::string, std::string>> junk = {
+      {keys.config(), "\xff\xfe"},
+      {keys.round(), "1e308"},
+      {keys.expected(r), ""},
+      {keys.close_claim(r), four_mib},
+      {keys.closed(r), "{\"nodes\": 2}"},
+      {keys.master(r), "\xff"},
+      {keys.fail_claim(r), ""},
+      {keys.failed(r), "1e308"},
+      {keys.reform(r), four_mib},
+      {keys.job_closed(), "[]"},
+  };
+  for (int slot = 1; slot <= 2; ++slot) {
+    junk.emplace_back(keys.node(r, slot), slot == 1 ? four_mib : "[\"not\", \"a record\"]");
+    junk.emplace_back(keys.assignment(r, slot), slot == 1 ? "ok 0 9 9 9 9 9 9" : "\xff\xff\xff");
+    junk.emplace_back(keys.heartbeat(r, slot), int64_max);
+  }
+  hostile.set(junk);
+  hostile.set({{keys.wake(r, 1), ""}, {keys.wake(r, 2), "\xff"}});
+
+  job.check_both_stop_naming_a_corrupt_key();
+}
+
+TEST_CASE("counters an agent adds to hold no integer: corrupt, not a lost connection") {
+  // The issue's report: the store closes the connection of an ADD that meets a value that is
+  // no integer (PyTorch's behaviour), and every op in flight on it failed with "the server
+  // closed the connection". The agents must name the key instead.
+  RunningJob job;
+  const RoundKeys keys(kRunId);
+  const uint64_t r = 0;
+  HostileClient hostile(job.port());
+  hostile.set({{keys.heartbeat(r, 1), "\xff\xfe"},
+               {keys.heartbeat(r, 2), ""},
+               {keys.lost(r), "1e308"},
+               {keys.waiting(r), "{}"},
+               {keys.exit_count(r), "\xff"}});
+  const std::string host_output = job.check_both_stop_naming_a_corrupt_key();
+  CHECK_THAT(host_output, Catch::Contains("not a counter"));
+}
