@@ -49,6 +49,11 @@ struct RendezvousConfig {
   std::string master_addr = "127.0.0.1";
   uint16_t master_port = 29500;
   std::optional<std::string> local_addr;
+  // The job secret (c10d and static): the store this agent hosts serves the agents' keys only
+  // to agents that prove they know it, and this agent proves it to the store. Empty: none, the
+  // rendezvous is open as torchrun's.
+  std::string secret;
+  std::string secret_source;  // where it came from, for the start line; never the secret
   int min_nodes = 1;
   int max_nodes = 1;
   int nproc_per_node = 1;

@@ -18,6 +18,10 @@ agent::AgentConfig build_agent_config(const LaunchConfig& config) {
   rdzv.master_addr = config.master_addr;
   rdzv.master_port = config.master_port;
   rdzv.local_addr = config.local_addr;
+  if (config.rdzv_secret) {
+    rdzv.secret = config.rdzv_secret->value;
+    rdzv.secret_source = config.rdzv_secret->source;
+  }
   rdzv.min_nodes = config.min_nodes;
   rdzv.max_nodes = config.max_nodes;
   rdzv.nproc_per_node = config.nproc_per_node;

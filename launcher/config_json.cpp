@@ -45,7 +45,10 @@ nlohmann::json launch_config_to_json(const LaunchConfig& config) {
   json["rdzv_host"] = config.rdzv_host;
   json["rdzv_port"] = optional_json(config.rdzv_port);
   json["rdzv_id"] = config.rdzv_id;
-  json["rdzv_conf"] = config.rdzv_conf;
+  json["rdzv_conf"] = config.rdzv_conf;  // secret_file is a path, never the secret
+  // Whether a secret is set and where from; the secret itself is never printed.
+  json["rdzv_secret"] = config.rdzv_secret ? "set, from " + config.rdzv_secret->source
+                                           : std::string("none (the rendezvous is open)");
   json["standalone"] = config.standalone;
   json["node_rank"] = config.node_rank;
   json["node_rank_hint"] = optional_json(config.node_rank_hint);

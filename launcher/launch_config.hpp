@@ -13,6 +13,7 @@
 #include "common/seconds.hpp"
 #include "rendezvous/backends/etcd/etcd_options.hpp"
 #include "rendezvous/round/round_settings.hpp"
+#include "rendezvous/store/job_secret.hpp"
 
 namespace ddprun::launcher {
 
@@ -44,6 +45,9 @@ struct LaunchConfig {
   std::optional<std::string> local_addr;
   // --rdzv_backend etcd (etcd-v2, etcd-v3): the members, TLS and key prefix, checked once.
   std::optional<rendezvous::backends::etcd::EtcdOptions> etcd;
+  // The job secret (--rdzv_conf secret_file, DDPRUN_RDZV_SECRET_FILE, DDPRUN_RDZV_SECRET), read
+  // and checked once; c10d and static prove it to their store. Never printed.
+  std::optional<rendezvous::store::JobSecret> rdzv_secret;
 
   // Worker lifecycle.
   int max_restarts = 0;

@@ -29,7 +29,9 @@ constexpr std::array kOptions{
                "Rendezvous settings, e.g. join_timeout=900,is_host=1. Keys: join_timeout (600), "
                "last_call_timeout (30), close_timeout (30), heartbeat_timeout (5), "
                "keep_alive_interval (5), read_timeout (60), all in seconds; "
-               "keep_alive_max_attempt (3); is_host (1/0); store_type (tcp|file). etcd: "
+               "keep_alive_max_attempt (3); is_host (1/0); store_type (tcp|file); "
+               "secret_file (the job secret: a file only its owner may read; else "
+               "DDPRUN_RDZV_SECRET_FILE or DDPRUN_RDZV_SECRET). etcd: "
                "protocol (http|https), cacert, cert, key, etcd_prefix (/)."},
     OptionSpec{"standalone", "", '\0', kFlag, kNodes, true, "",
                "Single-node job: c10d rendezvous on localhost at a free port with a fresh "

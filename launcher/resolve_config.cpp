@@ -18,6 +18,7 @@
 #include "launcher/usage_error.hpp"
 #include "launcher/value_parsers.hpp"
 #include "rendezvous/backends/etcd/etcd_options.hpp"
+#include "rendezvous/store/job_secret.hpp"
 
 namespace ddprun::launcher {
 namespace {
@@ -143,6 +144,20 @@ bool tees_stream(const StdStreams& tee, int nproc_per_node, int bit) {
   return false;
 }
 
+// The job secret, from --rdzv_conf secret_file, DDPRUN_RDZV_SECRET_FILE or DDPRUN_RDZV_SECRET.
+std::optional<rendezvous::store::JobSecret> resolve_secret(
+    const std::map<std::string, std::string>& rdzv_conf, const Environment& env) {
+  const auto file = rdzv_conf.find("secret_file");
+  try {
+    return rendezvous::store::resolve_job_secret(
+        file == rdzv_conf.end() ? std::nullopt : std::optional<std::string>(file->second),
+        "--rdzv_conf secret_file", lookup(env, rendezvous::store::kSecretFileVariable),
+        lookup(env, rendezvous::store::kSecretVariable));
+  } catch (const rendezvous::store::JobSecretError& error) {
+    throw UsageError(error.where(), error.problem(), rendezvous::store::kSecretExpectation);
+  }
+}
+
 // The variables torchrun's agent reads besides PET_*: the file-timer watchdog, USE_LIBUV, the
 // health-check port (with ddprun's timeout for it) and the uninterruptible-state timeout.
 void resolve_torchelastic_environment(const Environment& env, LaunchConfig& config) {
@@ -240,6 +255,9 @@ ResolvedLaunch resolve_launch(const ParsedCommandLine& parsed, const Environment
     config.rdzv_settings =
         check_rdzv_conf_values(config.rdzv_conf, label("rdzv_conf", *v), is_static);
   }
+  config.rdzv_secret = resolve_secret(config.rdzv_conf, env);
+  config.value_sources["rdzv_secret"] =
+      config.rdzv_secret ? config.rdzv_secret->source : std::string("none");
   if (auto v = values.get("master_addr")) {
     if (v->text.empty()) {
       throw UsageError(label("master_addr", *v), "empty", "a host name or address");

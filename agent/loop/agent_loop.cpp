@@ -111,6 +111,8 @@ int AgentLoop::run() {
                             {"reason", std::string("rendezvous error: ") + error.what()}});
     return round::kExitFailure;
   }
+  std::fprintf(stderr, "ddprun: %s\n", rendezvous_->start_line().c_str());
+  std::fflush(stderr);
   stacks_on_demand_.emplace(
       rendezvous_->driver().backend(), host_,
       [this](std::function<void(const std::string&)> done) {

@@ -12,6 +12,7 @@ NodeRendezvous::NodeRendezvous(const RendezvousConfig& config, boost::asio::io_c
   RendezvousSetup setup = set_up_rendezvous(config, io);
   hosted_store_ = std::move(setup.hosted_store);
   workers_store_addr_ = std::move(setup.workers_store_addr);
+  start_line_ = std::move(setup.start_line);
   driver_ = std::make_unique<rendezvous::backends::RoundDriver>(
       io, std::move(setup.machine), std::move(setup.backend), listener, stacks, checker);
 }

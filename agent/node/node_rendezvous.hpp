@@ -29,6 +29,8 @@ class NodeRendezvous {
 
   rendezvous::backends::RoundDriver& driver() { return *driver_; }
   bool hosts_rendezvous_store() const { return hosted_store_ != nullptr; }
+  // "joining rendezvous 'job' at host:29400, hosting its store; job secret from ...".
+  const std::string& start_line() const { return start_line_; }
 
   // Answers the machine's HostWorkersStore: replaces the workers' store with a fresh one and
   // feeds WorkersStoreHosted, or WorkersStoreFailed when it cannot listen.
@@ -37,6 +39,7 @@ class NodeRendezvous {
  private:
   std::string workers_store_bind_;  // loopback for --standalone, else every interface
   std::string workers_store_addr_;  // what the workers are told (MASTER_ADDR)
+  std::string start_line_;
   // Declared before the driver, so the driver (which may feed them) goes first.
   std::unique_ptr<rendezvous::store::StoreServer> hosted_store_;
   std::unique_ptr<rendezvous::store::StoreServer> workers_store_;

@@ -45,10 +45,12 @@ std::chrono::milliseconds millis(common::Seconds seconds) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(seconds);
 }
 
-std::unique_ptr<store::StoreServer> start_store(const std::string& bind_host, uint16_t port) {
+std::unique_ptr<store::StoreServer> start_store(const std::string& bind_host, uint16_t port,
+                                                const std::string& secret) {
   store::StoreServerOptions options;
   options.host = bind_host;
   options.port = port;
+  options.secret = secret;
   return store::StoreServer::start(options);
 }
 
@@ -68,7 +70,7 @@ Endpoint c10d_endpoint(const RendezvousConfig& config, const round::RdzvSettings
   endpoint.port = config.port.value_or(29400);
   if (config.standalone) {
     // A private store on a free port; only this agent uses it.
-    endpoint.hosted = start_store("127.0.0.1", 0);
+    endpoint.hosted = start_store("127.0.0.1", 0, config.secret);
     endpoint.host = "127.0.0.1";
     endpoint.port = endpoint.hosted->port();
     return endpoint;
@@ -95,7 +97,8 @@ Endpoint c10d_endpoint(const RendezvousConfig& config, const round::RdzvSettings
     return endpoint;
   }
   try {
-    endpoint.hosted = start_store(backends::store_bind_address(endpoint.host), endpoint.port);
+    endpoint.hosted =
+        start_store(backends::store_bind_address(endpoint.host), endpoint.port, config.secret);
   } catch (const std::exception& error) {
     if (settings.is_host) {
       throw RendezvousError("cannot host the rendezvous store at " + endpoint.host + ":" +
@@ -130,7 +133,8 @@ Endpoint static_endpoint(const RendezvousConfig& config) {
   endpoint.port = config.port.value_or(config.master_port);
   if (config.node_rank == 0) {
     try {
-      endpoint.hosted = start_store(backends::store_bind_address(endpoint.host), endpoint.port);
+      endpoint.hosted =
+          start_store(backends::store_bind_address(endpoint.host), endpoint.port, config.secret);
     } catch (const std::exception& error) {
       throw RendezvousError("node 0 cannot host the store at " + endpoint.host + ":" +
                             std::to_string(endpoint.port) +
@@ -145,7 +149,7 @@ std::string store_where(const std::string& run_id, const Endpoint& endpoint) {
 }
 
 std::unique_ptr<backends::KvBackend> store_client(const Endpoint& endpoint,
-                                                  const round::RdzvSettings& settings,
+                                                  const RendezvousConfig& config,
                                                   std::chrono::milliseconds connect_timeout,
                                                   boost::asio::io_context& io) {
   backends::StoreKvOptions options;
@@ -153,8 +157,20 @@ std::unique_ptr<backends::KvBackend> store_client(const Endpoint& endpoint,
   options.port = endpoint.port;
   options.connect_timeout = connect_timeout;
   options.reconnect_timeout = kReconnectBudget;
-  options.op_timeout = millis(settings.read_timeout);
+  options.op_timeout = millis(config.settings.read_timeout);
+  options.secret = config.secret;
   return std::make_unique<backends::StoreKv>(io, options);
+}
+
+std::string start_line(const RendezvousConfig& config, const round::MachineConfig& machine) {
+  std::string line = "joining " + machine.where;
+  if (machine.hosts_store) {
+    line += ", hosting its store";
+  }
+  if (config.secret.empty()) {
+    return line + "; open rendezvous (unauthenticated: no job secret)";
+  }
+  return line + "; job secret from " + config.secret_source;
 }
 
 }  // namespace
@@ -205,6 +221,8 @@ RendezvousSetup set_up_rendezvous(const RendezvousConfig& config, boost::asio::i
     } catch (const std::invalid_argument& error) {
       throw RendezvousError(std::string("etcd: ") + error.what());
     }
+    // etcd guards its keys itself (its own authentication); the job secret is the store's.
+    setup.start_line = "joining " + m.where;
     return setup;
   } else {
     throw RendezvousError("unsupported --rdzv_backend '" + config.backend +
@@ -214,8 +232,9 @@ RendezvousSetup set_up_rendezvous(const RendezvousConfig& config, boost::asio::i
   m.where = store_where(m.run_id, endpoint);
   // An unreachable endpoint is a join that never starts: ops wait for the store until
   // join_timeout (its host may start after this agent).
-  setup.backend = store_client(endpoint, m.settings, millis(m.settings.join_timeout), io);
+  setup.backend = store_client(endpoint, config, millis(m.settings.join_timeout), io);
   setup.hosted_store = std::move(endpoint.hosted);
+  setup.start_line = start_line(config, m);
   return setup;
 }
 
@@ -252,7 +271,7 @@ RendezvousClient connect_to_rendezvous(const RendezvousConfig& config, boost::as
   if (endpoint.port == 0)
     throw RendezvousError("--rdzv_endpoint " + endpoint.host + ":0 names no port");
   client.where = store_where(config.run_id, endpoint);
-  client.backend = store_client(endpoint, config.settings, connect_limit, io);
+  client.backend = store_client(endpoint, config, connect_limit, io);
   return client;
 }
 

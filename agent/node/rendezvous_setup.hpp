@@ -23,6 +23,9 @@ struct RendezvousSetup {
   // The address workers of a round this node leads are told (MASTER_ADDR): the node's
   // address, or "localhost" for --standalone, as torchrun.
   std::string workers_store_addr;
+  // The agent's start line: which rendezvous, whether this agent hosts its store, and whether
+  // a job secret guards it (and from where; never the secret).
+  std::string start_line;
 };
 
 // Throws RendezvousError naming the option at fault.

@@ -224,9 +224,10 @@ class StoreKv::Core : public std::enable_shared_from_this<StoreKv::Core> {
       : io_(io),
         options_(std::move(options)),
         where_(describe_address(options_.host, options_.port)),
-        dialer_(io, StoreKvDialer::Settings{options_.host, options_.port,
-                                            StoreKvConnection::Limits{options_.op_timeout,
-                                                                      options_.max_reply_bytes}}) {}
+        dialer_(io, StoreKvDialer::Settings{
+                        options_.host, options_.port,
+                        StoreKvConnection::Limits{options_.op_timeout, options_.max_reply_bytes},
+                        options_.secret}) {}
 
   void start(uint64_t id, KvOp op, Completion done);
   void cancel(uint64_t id);

@@ -81,6 +81,9 @@ struct StoreKvOptions {
   // Put in front of every key on the wire, to keep several rendezvous apart in one store.
   // (PyTorch's TCPStore client puts "/" in front of its keys: a Python peer's key "k" is "/k".)
   std::string key_prefix;
+  // The job secret; set: each connection proves it knows it before any op (a store without a
+  // secret lets it through). A store that refuses it fails the ops with KvErrorKind::kRejected.
+  std::string secret;
   // Waits in progress at once; more wait for a connection to become free.
   std::size_t max_wait_connections = 16;
   // Free wait connections kept open for the next waits.

@@ -3,6 +3,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include "rendezvous/store/job_auth.hpp"
 #include "rendezvous/store/wire_codec.hpp"
 #include "rendezvous/store/wire_protocol.hpp"
 
@@ -220,7 +221,8 @@ void StoreKvConnection::arm_read() {
           return;
         }
         if (error == boost::asio::error::eof) {
-          self->fail(KvErrorKind::kUnreachable, "the server closed the connection");
+          self->fail(KvErrorKind::kUnreachable,
+                     "the server closed the connection" + self->first_reply_hint_);
           return;
         }
         if (error) {
@@ -265,6 +267,7 @@ void StoreKvConnection::parse_replies() {
       fail(KvErrorKind::kProtocol, violation + " (answering " + entries_[answered].what + ")");
       return;
     }
+    first_reply_hint_.clear();
     // Replies come in order: the server applied every request before the one it answered.
     for (std::size_t i = 0; i <= answered; ++i) {
       Entry entry = std::move(entries_.front());
@@ -338,6 +341,37 @@ StoreKvConnection::Parse StoreKvConnection::parse(Entry& entry, Reply& reply,
       }
       reply.echo = wire::load_u32(bytes);
       consumed_ += kEchoBytes;
+      return Parse::complete;
+    case ReplyShape::auth_challenge:
+      if (size < 1) {
+        return Parse::need_more;
+      }
+      if (bytes[0] == store::kAuthNotRequired) {
+        reply.ready = false;
+        consumed_ += 1;
+        return Parse::complete;
+      }
+      if (bytes[0] != store::kAuthChallenge) {
+        violation = "an AUTH_HELLO status byte of " + std::to_string(bytes[0]);
+        return Parse::violation;
+      }
+      if (size < 1 + store::kAuthNonceBytes) {
+        return Parse::need_more;
+      }
+      reply.ready = true;
+      reply.value.assign(reinterpret_cast<const char*>(bytes) + 1, store::kAuthNonceBytes);
+      consumed_ += 1 + store::kAuthNonceBytes;
+      return Parse::complete;
+    case ReplyShape::auth_verdict:
+      if (size < 1) {
+        return Parse::need_more;
+      }
+      if (bytes[0] != store::kAuthAccepted && bytes[0] != store::kAuthRefused) {
+        violation = "an AUTH_PROOF status byte of " + std::to_string(bytes[0]);
+        return Parse::violation;
+      }
+      reply.ready = bytes[0] == store::kAuthAccepted;
+      consumed_ += 1;
       return Parse::complete;
     case ReplyShape::value: {
       Parse status = Parse::complete;

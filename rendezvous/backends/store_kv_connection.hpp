@@ -38,6 +38,10 @@ class StoreKvConnection : public std::enable_shared_from_this<StoreKvConnection>
     values,   // `count` values back to back (MULTI_GET)
     echo,     // u32 (PING)
     wait,     // u8 STOP_WAITING once every key exists; no deadline
+    // AUTH_HELLO (store/job_auth.hpp): u8 CHALLENGE then the nonce (ready, value), or u8
+    // NOT_REQUIRED (ready=false).
+    auth_challenge,
+    auth_verdict,  // AUTH_PROOF: u8 ACCEPTED (ready) or REFUSED
   };
 
   struct Reply {
@@ -89,6 +93,10 @@ class StoreKvConnection : public std::enable_shared_from_this<StoreKvConnection>
   // when the server closes an idle connection.
   void on_failure(std::function<void(const Failure&)> handler) { on_failure_ = std::move(handler); }
 
+  // Said after "the server closed the connection" when the server closes it before it answered
+  // any request sent from now on (why a store might refuse this client at its first request).
+  void set_first_reply_hint(std::string hint) { first_reply_hint_ = std::move(hint); }
+
   // Closes at once; no handler or callback runs afterwards.
   void close();
 
@@ -131,6 +139,7 @@ class StoreKvConnection : public std::enable_shared_from_this<StoreKvConnection>
   boost::asio::steady_timer reply_timer_;
   std::function<void(const Failure&)> on_failure_;
   std::string fence_;
+  std::string first_reply_hint_;
   std::deque<Entry> entries_;   // sent (or queued to send), not yet answered, oldest first
   std::string pending_output_;  // queued this turn, not yet handed to the socket
   std::string writing_;         // handed to the async write in flight

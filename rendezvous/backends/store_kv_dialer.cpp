@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "rendezvous/backends/store_kv_requests.hpp"
+#include "rendezvous/store/job_auth.hpp"
 
 namespace ddprun::rendezvous::backends {
 namespace {
@@ -155,7 +156,16 @@ void StoreKvDialer::handshake(const std::shared_ptr<Attempt>& attempt) {
     }
     opening_ = opening;
     attempt->connection->set_fence(requests.fence());
-    finish(attempt, attempt->connection, std::nullopt);
+    if (settings_.secret.empty()) {
+      // A store with a job secret closes an agent's connection at its first request when the
+      // agent has no secret: the only thing this agent sees. Say what it may mean.
+      attempt->connection->set_first_reply_hint(
+          " at this agent's first request: the rendezvous may have a job secret, which this "
+          "agent lacks (DDPRUN_RDZV_SECRET, DDPRUN_RDZV_SECRET_FILE or --rdzv_conf secret_file)");
+      finish(attempt, attempt->connection, std::nullopt);
+      return;
+    }
+    authenticate(attempt);
   };
   auto& connection = *attempt->connection;
   switch (opening) {
@@ -183,6 +193,53 @@ void StoreKvDialer::handshake(const std::shared_ptr<Attempt>& attempt) {
                       [on_reply](Outcome& outcome) { on_reply(outcome, std::nullopt); });
       return;
   }
+}
+
+void StoreKvDialer::authenticate(const std::shared_ptr<Attempt>& attempt) {
+  // A store that closes the connection at AUTH_HELLO does not know the extension: PyTorch's own.
+  const auto refusal = [](const Failure& failure) {
+    return failure.kind == KvErrorKind::kUnreachable
+               ? Failure{KvErrorKind::kRejected,
+                         "the store closed the connection when this agent offered its job "
+                         "secret: it takes none (is it PyTorch's own TCPStore?)"}
+               : failure;
+  };
+  auto on_verdict = [this, attempt, refusal](Outcome& outcome) {
+    if (attempt->abandoned) {
+      return;
+    }
+    if (const auto* failure = std::get_if<Failure>(&outcome)) {
+      finish(attempt, nullptr, refusal(*failure));
+      return;
+    }
+    if (!std::get<Reply>(outcome).ready) {
+      attempt->connection->close();
+      finish(attempt, nullptr,
+             Failure{KvErrorKind::kRejected, "the store refused this agent: wrong job secret"});
+      return;
+    }
+    finish(attempt, attempt->connection, std::nullopt);
+  };
+  auto on_challenge = [this, attempt, refusal, on_verdict](Outcome& outcome) {
+    if (attempt->abandoned) {
+      return;
+    }
+    if (const auto* failure = std::get_if<Failure>(&outcome)) {
+      finish(attempt, nullptr, refusal(*failure));
+      return;
+    }
+    const auto& reply = std::get<Reply>(outcome);
+    if (!reply.ready) {
+      // The store has no secret: it serves every connection.
+      finish(attempt, attempt->connection, std::nullopt);
+      return;
+    }
+    attempt->connection->send(
+        store::auth_proof_request(store::auth_proof(settings_.secret, reply.value)),
+        ReplyShape::auth_verdict, "AUTH_PROOF", on_verdict);
+  };
+  attempt->connection->send(store::auth_hello_request(), ReplyShape::auth_challenge, "AUTH_HELLO",
+                            on_challenge);
 }
 
 void StoreKvDialer::on_handshake_failed(const std::shared_ptr<Attempt>& attempt,

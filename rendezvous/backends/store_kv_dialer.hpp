@@ -45,6 +45,8 @@ class StoreKvDialer {
     std::string host;
     uint16_t port = 0;
     StoreKvConnection::Limits limits;
+    // The job secret; set: every connection proves it knows it (store/job_auth.hpp) before use.
+    std::string secret;
   };
 
   StoreKvDialer(boost::asio::io_context& io, Settings settings);
@@ -56,8 +58,10 @@ class StoreKvDialer {
   // (the reason does not name the store; the caller does):
   // kUnreachable when no attempt got through within `budget` (refused, reset, no route);
   // kUnresponsive when the server accepted but did not answer the handshake within the
-  // operation timeout; kProtocol when it answered wrongly. Attempts go on until the budget is
-  // spent, and a handshake in progress may finish up to one operation timeout after that.
+  // operation timeout; kProtocol when it answered wrongly; kRejected when it refused the job
+  // secret (or, holding one, could not take it: PyTorch's own store closes the connection).
+  // Attempts go on until the budget is spent, and a handshake in progress may finish up to one
+  // operation timeout after that.
   void dial(std::chrono::milliseconds budget, Done done);
 
   // The generation the server speaks, once a handshake succeeded.
@@ -72,6 +76,8 @@ class StoreKvDialer {
 
   void try_connect(const std::shared_ptr<Attempt>& attempt);
   void handshake(const std::shared_ptr<Attempt>& attempt);
+  // Proves the job secret on a connection whose handshake succeeded, then finishes.
+  void authenticate(const std::shared_ptr<Attempt>& attempt);
   void on_handshake_failed(const std::shared_ptr<Attempt>& attempt, const Failure& failure);
   void retry_later(const std::shared_ptr<Attempt>& attempt, const std::string& error);
   void finish(const std::shared_ptr<Attempt>& attempt, std::shared_ptr<StoreKvConnection> done,

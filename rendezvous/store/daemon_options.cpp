@@ -33,6 +33,10 @@ std::string daemon_usage() {
          "  --legacy-generation G     clients without VALIDATE speak g0 (<= 2.0, default)\n"
          "                            or g1 (2.1)\n"
          "  --log-level L             quiet, error, warning (default), info, debug\n"
+         "  --secret-file PATH        the job secret (a file only its owner may read): the\n"
+         "                            agents' keys (under ddprun/) are served only to\n"
+         "                            agents that prove they know it; PyTorch clients need\n"
+         "                            nothing. Else DDPRUN_RDZV_SECRET_FILE or DDPRUN_RDZV_SECRET\n"
          "  -h, --help                show this help\n";
 }
 
@@ -74,6 +78,11 @@ std::variant<DaemonOptions, std::string> parse_daemon_options(
            return true;
          }
          return false;
+       }},
+      {"--secret-file",
+       [&](const std::string& value) {
+         options.secret_file = value;
+         return !value.empty();
        }},
       {"--log-level",
        [&](const std::string& value) {

@@ -1,6 +1,7 @@
 #pragma once
 // The ddprun-store command line, parsed without I/O so that it can be unit-tested.
 
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -10,7 +11,8 @@
 namespace ddprun::rendezvous::store {
 
 struct DaemonOptions {
-  StoreServerOptions server;
+  StoreServerOptions server;  // server.secret is read by main, from secret_file or the env
+  std::optional<std::string> secret_file;  // --secret-file
   bool show_help = false;
 };
 

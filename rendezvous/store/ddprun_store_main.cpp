@@ -4,11 +4,13 @@
 #include <pthread.h>
 
 #include <csignal>
+#include <cstdlib>
 #include <iostream>
 #include <string>
 
 #include "rendezvous/store/daemon_options.hpp"
 #include "rendezvous/store/descriptor_limit.hpp"
+#include "rendezvous/store/job_secret.hpp"
 #include "rendezvous/store/store_server.hpp"
 
 namespace {
@@ -29,16 +31,33 @@ void raise_descriptor_limit_for(const StoreServerOptions& server) {
   }
 }
 
+std::optional<std::string> environment_value(const char* name) {
+  const char* value = std::getenv(name);
+  return value ? std::optional<std::string>(value) : std::nullopt;
+}
+
 int run(int argc, char** argv) {
   const auto parsed = parse_daemon_options(std::vector<std::string>(argv + 1, argv + argc));
   if (const auto* error = std::get_if<std::string>(&parsed)) {
     std::cerr << "ddprun-store: " << *error << "\n" << daemon_usage();
     return 2;
   }
-  const auto& options = std::get<DaemonOptions>(parsed);
+  auto options = std::get<DaemonOptions>(parsed);
   if (options.show_help) {
     std::cout << daemon_usage();
     return 0;
+  }
+  try {
+    if (const auto secret = resolve_job_secret(options.secret_file, "--secret-file",
+                                               environment_value(kSecretFileVariable),
+                                               environment_value(kSecretVariable))) {
+      options.server.secret = secret->value;
+      store_log(options.server.log_level, StoreLogLevel::info,
+                "job secret from " + secret->source + ": the agents' keys need it");
+    }
+  } catch (const JobSecretError& error) {
+    std::cerr << "ddprun-store: " << error.what() << "; expected " << kSecretExpectation << "\n";
+    return 2;
   }
 
   // Block the stop signals before the server's thread starts, so only sigwait sees them.

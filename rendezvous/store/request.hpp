@@ -14,11 +14,12 @@ struct Request {
   // The key(s) named: one for keyed commands, n for CHECK/WAIT/MULTI_GET/MULTI_SET, the queue
   // name for queue commands.
   std::vector<std::string> keys;
-  // SET/APPEND/QUEUE_PUSH: {value}; COMPARE_SET: {expected, desired}; MULTI_SET: one per key.
+  // SET/APPEND/QUEUE_PUSH: {value}; AUTH_PROOF: {proof}; COMPARE_SET: {expected, desired};
+  // MULTI_SET: one per key.
   std::vector<std::string> values;
   // ADD: the delta. BARRIER: the world size.
   std::int64_t integer = 0;
-  // PING: the nonce to echo. VALIDATE: the magic received.
+  // PING: the nonce to echo. VALIDATE: the magic received. AUTH_HELLO: the version.
   std::uint32_t word = 0;
 };
 

@@ -3,6 +3,7 @@
 #include <array>
 #include <string_view>
 
+#include "rendezvous/store/job_auth.hpp"
 #include "rendezvous/store/wire_codec.hpp"
 
 namespace ddprun::rendezvous::store {
@@ -54,6 +55,18 @@ class FieldReader {
       return fail("key count " + std::to_string(count) + " exceeds the limit of " +
                   std::to_string(limits_.max_keys_per_request));
     }
+    return true;
+  }
+
+  // A field of exactly `size` bytes (no length on the wire).
+  bool read_fixed(std::vector<std::string>& out, std::size_t size) {
+    if (!need(size)) {
+      return false;
+    }
+    if (materialize_) {
+      out.emplace_back(reinterpret_cast<const char*>(input_.data() + position_), size);
+    }
+    position_ += size;
     return true;
   }
 
@@ -152,6 +165,20 @@ bool read_body(FieldReader& reader, Request& request) {
       }
       return true;
     }
+    case Command::auth_hello: {
+      std::uint8_t version = 0;
+      if (!reader.read_uint(version)) {
+        return false;
+      }
+      if (version != kAuthVersion) {
+        return reader.fail("version " + std::to_string(version) + " is not " +
+                           std::to_string(kAuthVersion));
+      }
+      request.word = version;
+      return true;
+    }
+    case Command::auth_proof:
+      return reader.read_fixed(request.values, kAuthProofBytes);
     case Command::get_num_keys:
     case Command::cancel_wait:
     case Command::list_keys:

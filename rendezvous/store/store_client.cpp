@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "rendezvous/store/deadline_socket.hpp"
+#include "rendezvous/store/job_auth.hpp"
 #include "rendezvous/store/wire_codec.hpp"
 
 namespace ddprun::rendezvous::store {
@@ -201,7 +202,11 @@ class TcpStoreClient final : public StoreClient {
       try {
         socket_ = DeadlineSocket::connect(options_.host, options_.port, deadline);
         handshake(std::min(deadline, Clock::now() + options_.op_timeout));
+        authenticate(std::min(deadline, Clock::now() + options_.op_timeout));
         return;
+      } catch (const StoreAuthRefused&) {
+        socket_.close();
+        throw;
       } catch (const SocketTimeout& error) {
         socket_.close();
         last_error = error.what();
@@ -245,6 +250,39 @@ class TcpStoreClient final : public StoreClient {
     socket_.receive_exact(echo, sizeof(echo), deadline);
     if (wire::load_u32(echo) != nonce) {
       throw SocketBroken("PING answered with a different nonce");
+    }
+  }
+
+  void authenticate(Deadline deadline) {
+    if (options_.secret.empty()) {
+      return;
+    }
+    std::uint8_t status = 0;
+    try {
+      socket_.send_all(auth_hello_request(), deadline);
+      socket_.receive_exact(&status, 1, deadline);
+    } catch (const SocketBroken&) {
+      throw StoreAuthRefused("the store at " + where() +
+                             " closed the connection when offered the job secret: it takes "
+                             "none (is it PyTorch's own TCPStore?)");
+    }
+    if (status == kAuthNotRequired) {
+      return;
+    }
+    if (status != kAuthChallenge) {
+      throw SocketBroken("unexpected AUTH_HELLO reply " + std::to_string(status));
+    }
+    std::string nonce(kAuthNonceBytes, '\0');
+    socket_.receive_exact(nonce.data(), nonce.size(), deadline);
+    socket_.send_all(auth_proof_request(auth_proof(options_.secret, nonce)), deadline);
+    std::uint8_t verdict = kAuthRefused;
+    try {
+      socket_.receive_exact(&verdict, 1, deadline);
+    } catch (const SocketBroken&) {
+      verdict = kAuthRefused;  // the store closed before its verdict could be read
+    }
+    if (verdict != kAuthAccepted) {
+      throw StoreAuthRefused("the store at " + where() + " refused this client: wrong job secret");
     }
   }
 

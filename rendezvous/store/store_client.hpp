@@ -38,6 +38,13 @@ class StoreUnresponsive : public StoreError {
   using StoreError::StoreError;
 };
 
+// The store refused the job secret, or cannot take one. Never retried: the same secret would
+// be refused again.
+class StoreAuthRefused : public StoreError {
+ public:
+  using StoreError::StoreError;
+};
+
 struct StoreClientOptions {
   std::string host = "127.0.0.1";
   uint16_t port = 0;
@@ -54,6 +61,9 @@ struct StoreClientOptions {
   // How often an idempotent operation is retried over a fresh connection after the
   // connection broke (each reconnect backs off, bounded by connect_timeout).
   int max_retries = 3;
+  // The job secret; set: each connection proves it knows it (job_auth.hpp) right after the
+  // handshake, and a store that refuses it throws StoreAuthRefused.
+  std::string secret;
 };
 
 class StoreClient {

@@ -1,8 +1,13 @@
 #include "rendezvous/store/store_connection.hpp"
 
+#include <sys/random.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <random>
 #include <utility>
 
+#include "rendezvous/store/job_auth.hpp"
 #include "rendezvous/store/memory_budget.hpp"
 #include "rendezvous/store/request_decoder.hpp"
 #include "rendezvous/store/store_limits.hpp"
@@ -28,11 +33,38 @@ std::string describe_peer(const boost::asio::ip::tcp::socket& socket) {
   return host + ":" + std::to_string(endpoint.port());
 }
 
+// The challenge: 32 bytes from the kernel's generator. getrandom() blocks only before the
+// pool is initialized at boot, long before a job runs.
+std::string random_nonce() {
+  std::string nonce(kAuthNonceBytes, '\0');
+  std::size_t filled = 0;
+  while (filled < nonce.size()) {
+    const ssize_t got = ::getrandom(nonce.data() + filled, nonce.size() - filled, 0);
+    if (got < 0 && errno == EINTR) {
+      continue;
+    }
+    if (got < 0) {
+      // No getrandom() (a kernel before 3.17): the C++ library's source is the kernel's too.
+      std::random_device device;
+      for (; filled < nonce.size(); ++filled) {
+        nonce[filled] = static_cast<char>(device() & 0xffU);
+      }
+      break;
+    }
+    filled += static_cast<std::size_t>(got);
+  }
+  return nonce;
+}
+
 }  // namespace
 
 StoreConnection::StoreConnection(boost::asio::ip::tcp::socket socket, ConnectionId id,
                                  ConnectionHub& hub)
-    : socket_(std::move(socket)), id_(id), hub_(hub), peer_(describe_peer(socket_)) {}
+    : socket_(std::move(socket)),
+      id_(id),
+      hub_(hub),
+      peer_(describe_peer(socket_)),
+      gate_(hub.secret()) {}
 
 StoreConnection::~StoreConnection() {
   hub_.budget().release(input_charged_ + output_charged_);
@@ -181,6 +213,17 @@ std::optional<std::size_t> StoreConnection::process(std::span<const std::uint8_t
         return std::nullopt;
       }
     }
+    if (result.request.command == Command::auth_hello ||
+        result.request.command == Command::auth_proof) {
+      if (!answer_auth(result.request)) {
+        return std::nullopt;
+      }
+      continue;
+    }
+    if (const auto refusal = gate_.refusal(result.request)) {
+      close(*refusal);
+      return std::nullopt;
+    }
     if (const auto error = hub_.dispatch(id_, result.request)) {
       close(*error);
       return std::nullopt;
@@ -190,6 +233,20 @@ std::optional<std::size_t> StoreConnection::process(std::span<const std::uint8_t
     }
   }
   return offset;
+}
+
+bool StoreConnection::answer_auth(const Request& request) {
+  const bool challenge = request.command == Command::auth_hello && gate_.requires_secret();
+  auto answer = gate_.answer(request, challenge ? random_nonce() : std::string());
+  if (!answer.reply.empty()) {
+    queue_output(answer.reply);
+  }
+  if (answer.close_reason) {
+    flush();  // a refusal's verdict goes out before the connection closes
+    close(*answer.close_reason);
+    return false;
+  }
+  return !closed_;
 }
 
 void StoreConnection::queue_output(std::string_view bytes) {

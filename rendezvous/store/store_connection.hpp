@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "rendezvous/store/asio.hpp"
+#include "rendezvous/store/auth_gate.hpp"
 #include "rendezvous/store/request.hpp"
 #include "rendezvous/store/store_state.hpp"
 
@@ -32,6 +33,8 @@ class ConnectionHub {
   virtual MemoryBudget& budget() = 0;
   virtual const StoreLimits& limits() const = 0;
   virtual WireGeneration legacy_generation() const = 0;
+  // The job secret; empty: none, every connection may touch every key.
+  virtual std::string_view secret() const = 0;
   // A scratch buffer for reads, shared by every connection of the loop.
   virtual std::span<std::uint8_t> read_buffer() = 0;
 };
@@ -59,6 +62,8 @@ class StoreConnection : public std::enable_shared_from_this<StoreConnection> {
   // bytes were used, or nullopt when the connection was closed.
   std::optional<std::size_t> process(std::span<const std::uint8_t> bytes);
   void keep_unprocessed(std::span<const std::uint8_t> rest);
+  // AUTH_HELLO and AUTH_PROOF (job_auth.hpp); false when that closed the connection.
+  bool answer_auth(const Request& request);
   void start_async_write();
   bool output_backlogged() const;
   void close(const std::string& violation);
@@ -76,6 +81,7 @@ class StoreConnection : public std::enable_shared_from_this<StoreConnection> {
   std::string peer_;
   std::optional<WireGeneration> generation_;  // known once the first bytes arrived
   bool validated_ = false;                    // G2 only: VALIDATE was received
+  AuthGate gate_;                             // the job secret: challenge, proof, refusals
   std::vector<std::uint8_t> input_;           // bytes of a request still arriving
   std::size_t input_needed_ = 0;              // do not decode again before this many
   std::size_t input_charged_ = 0;             // budget held for input_

@@ -39,4 +39,13 @@ void store_log(StoreLogLevel threshold, StoreLogLevel level, std::string_view me
   [[maybe_unused]] const auto written = ::write(STDERR_FILENO, line.data(), line.size());
 }
 
+std::string printable_key(std::string_view key) {
+  constexpr std::size_t kShown = 64;
+  std::string shown;
+  for (const char c : key.substr(0, kShown)) {
+    shown.push_back(c >= 0x20 && c < 0x7F ? c : '?');
+  }
+  return key.size() > kShown ? shown + "..." : shown;
+}
+
 }  // namespace ddprun::rendezvous::store

@@ -196,6 +196,7 @@ class StoreServerImpl final : public StoreServer, public ConnectionHub {
   MemoryBudget& budget() override { return budget_; }
   const StoreLimits& limits() const override { return options_.limits; }
   WireGeneration legacy_generation() const override { return options_.legacy_generation; }
+  std::string_view secret() const override { return options_.secret; }
   std::span<std::uint8_t> read_buffer() override { return {read_buffer_.get(), kReadBufferBytes}; }
 
   StoreServerOptions options_;

@@ -21,6 +21,10 @@ struct StoreServerOptions {
   // default) or G1 (2.1). Their opcodes clash, so this cannot be detected from the bytes.
   WireGeneration legacy_generation = WireGeneration::g0;
   StoreLogLevel log_level = StoreLogLevel::warning;
+  // The job secret (job_auth.hpp). Set: the agents' keys (under "ddprun/") are served only to
+  // connections that proved they know it; PyTorch's clients (their keys are never there) need
+  // nothing. Empty: every connection is served, as PyTorch's store does.
+  std::string secret;
 };
 
 class StoreServer {

@@ -4,6 +4,7 @@
 #include <charconv>
 #include <utility>
 
+#include "rendezvous/store/store_log.hpp"
 #include "rendezvous/store/wire_codec.hpp"
 
 namespace ddprun::rendezvous::store {
@@ -80,15 +81,6 @@ std::optional<std::int64_t> parse_counter(const std::string& text) {
     return std::nullopt;
   }
   return value;
-}
-
-std::string printable(const std::string& key) {
-  constexpr std::size_t kShown = 64;
-  std::string shown;
-  for (char c : key.substr(0, kShown)) {
-    shown.push_back(c >= 0x20 && c < 0x7F ? c : '?');
-  }
-  return key.size() > kShown ? shown + "..." : shown;
 }
 
 }  // namespace
@@ -271,12 +263,12 @@ std::optional<std::string> StoreState::add_to_counter(std::string_view op, const
   if (const auto found = values_.find(key); found != values_.end()) {
     const auto parsed = parse_counter(found->second);
     if (!parsed) {
-      return std::string(op) + " on key '" + printable(key) + "' whose value is not an integer";
+      return std::string(op) + " on key '" + printable_key(key) + "' whose value is not an integer";
     }
     current = *parsed;
   }
   if (__builtin_add_overflow(current, delta, &sum)) {
-    return std::string(op) + " on key '" + printable(key) + "' overflows int64";
+    return std::string(op) + " on key '" + printable_key(key) + "' overflows int64";
   }
   if (!store_value(key, std::to_string(sum), out)) {
     return "memory budget exhausted by " + std::string(op);
@@ -349,7 +341,7 @@ std::optional<std::string> StoreState::handle_queue_push(Request& request,
                                                          std::vector<OutgoingMessage>& out) {
   const std::string& name = request.keys[0];
   if (!budget_.try_reserve(entry_cost(name, request.values[0]))) {
-    return "memory budget exhausted by QUEUE_PUSH to '" + printable(name) + "'";
+    return "memory budget exhausted by QUEUE_PUSH to '" + printable_key(name) + "'";
   }
   queues_[name].push_back(std::move(request.values[0]));
   wake_one(name, out);
@@ -383,7 +375,7 @@ std::optional<std::string> StoreState::handle(ConnectionId from, Request& reques
     case Command::set: {
       const std::string& key = request.keys[0];
       if (!store_value(key, std::move(request.values[0]), out)) {
-        return "memory budget exhausted by SET of key '" + printable(key) + "'";
+        return "memory budget exhausted by SET of key '" + printable_key(key) + "'";
       }
       wake_all(key, out);
       return std::nullopt;
@@ -439,7 +431,7 @@ std::optional<std::string> StoreState::handle(ConnectionId from, Request& reques
       std::string combined =
           found == values_.end() ? std::move(request.values[0]) : found->second + request.values[0];
       if (!store_value(key, std::move(combined), out)) {
-        return "memory budget exhausted by APPEND to key '" + printable(key) + "'";
+        return "memory budget exhausted by APPEND to key '" + printable_key(key) + "'";
       }
       wake_all(key, out);
       return std::nullopt;
@@ -502,6 +494,9 @@ std::optional<std::string> StoreState::handle(ConnectionId from, Request& reques
     }
     case Command::barrier:
       return handle_barrier(from, request, out);
+    case Command::auth_hello:
+    case Command::auth_proof:
+      return std::string(command_name(request.command)) + " is answered by the connection";
   }
   return "unhandled command";
 }

@@ -4,6 +4,8 @@
 #include <span>
 #include <string_view>
 
+#include "rendezvous/store/job_auth.hpp"
+
 namespace ddprun::rendezvous::store {
 namespace {
 
@@ -28,11 +30,12 @@ constexpr std::array kG2Commands{
 // Names as PyTorch's TCPStore spells them, in the order of Command (sized by the list, so the
 // static_assert catches a command added to one and not the other).
 constexpr auto kCommandNames = std::to_array<std::string_view>({
-    "VALIDATE",   "SET",        "COMPARE_SET", "GET",       "ADD",       "CHECK",     "WAIT",
-    "GETNUMKEYS", "WATCH_KEY",  "DELETE_KEY",  "APPEND",    "MULTI_GET", "MULTI_SET", "CANCEL_WAIT",
-    "PING",       "QUEUE_PUSH", "QUEUE_POP",   "QUEUE_LEN", "LIST_KEYS", "BARRIER",
+    "VALIDATE",  "SET",         "COMPARE_SET", "GET",        "ADD",       "CHECK",
+    "WAIT",      "GETNUMKEYS",  "WATCH_KEY",   "DELETE_KEY", "APPEND",    "MULTI_GET",
+    "MULTI_SET", "CANCEL_WAIT", "PING",        "QUEUE_PUSH", "QUEUE_POP", "QUEUE_LEN",
+    "LIST_KEYS", "BARRIER",     "AUTH_HELLO",  "AUTH_PROOF",
 });
-static_assert(kCommandNames.size() == static_cast<std::size_t>(Command::barrier) + 1);
+static_assert(kCommandNames.size() == static_cast<std::size_t>(Command::auth_proof) + 1);
 
 constexpr auto kGenerationNames = std::to_array<std::string_view>({"G0", "G1", "G2"});
 static_assert(kGenerationNames.size() == static_cast<std::size_t>(WireGeneration::g2) + 1);
@@ -52,6 +55,12 @@ std::span<const Command> table_for(WireGeneration generation) {
 }  // namespace
 
 std::optional<Command> command_for_opcode(WireGeneration generation, std::uint8_t opcode) {
+  if (opcode == kAuthHelloOpcode) {
+    return Command::auth_hello;
+  }
+  if (opcode == kAuthProofOpcode) {
+    return Command::auth_proof;
+  }
   const auto table = table_for(generation);
   if (opcode >= table.size()) {
     return std::nullopt;
@@ -60,6 +69,12 @@ std::optional<Command> command_for_opcode(WireGeneration generation, std::uint8_
 }
 
 std::optional<std::uint8_t> opcode_for_command(WireGeneration generation, Command command) {
+  if (command == Command::auth_hello) {
+    return kAuthHelloOpcode;
+  }
+  if (command == Command::auth_proof) {
+    return kAuthProofOpcode;
+  }
   const auto table = table_for(generation);
   for (std::size_t i = 0; i < table.size(); ++i) {
     if (table[i] == command) {

@@ -35,6 +35,9 @@ enum class Command : std::uint8_t {
   queue_len,
   list_keys,
   barrier,
+  // The job secret's extension (job_auth.hpp), the same opcodes in every generation.
+  auth_hello,
+  auth_proof,
 };
 
 // The command an opcode byte names in a generation; nullopt for an unknown opcode.

@@ -23,6 +23,14 @@ TEST_CASE("daemon options: defaults, both spellings, and errors naming the argum
   CHECK(parsed.server.limits.max_total_bytes == 1048576);
   CHECK(parsed.server.log_level == StoreLogLevel::debug);
   CHECK(parsed.server.legacy_generation == WireGeneration::g1);
+  CHECK_FALSE(parsed.secret_file);
+  // The file is read by main (with the environment's sources), never by the parser.
+  const auto with_secret =
+      std::get<DaemonOptions>(parse_daemon_options({"--secret-file=/run/job.key"}));
+  CHECK(with_secret.secret_file == std::optional<std::string>("/run/job.key"));
+  CHECK(with_secret.server.secret.empty());
+  CHECK(std::get<std::string>(parse_daemon_options({"--secret-file="})) ==
+        "invalid value '' for --secret-file");
 
   CHECK(std::get<std::string>(parse_daemon_options({"--port", "65536"})) ==
         "invalid value '65536' for --port");

@@ -14,10 +14,12 @@
 #include "child_process.hpp"
 #include "raw_connection.hpp"
 #include "rendezvous/store/store_client.hpp"
+#include "secret_file.hpp"
 
 using namespace ddprun::rendezvous::store;
 using ddprun::rendezvous::store::testing::ChildProcess;
 using ddprun::rendezvous::store::testing::hex;
+using ddprun::rendezvous::store::testing::SecretFile;
 using ddprun::rendezvous::store::testing::StoreDaemon;
 using namespace std::chrono_literals;
 
@@ -141,4 +143,25 @@ TEST_CASE("ddprun-store holds 10,000 concurrent connections", "[integration]") {
   for (const int fd : fds) {
     ::close(fd);
   }
+}
+
+TEST_CASE("ddprun-store takes the job secret from --secret-file or the environment",
+          "[integration][job_secret]") {
+  const SecretFile loose("s3cret\n", 0644);
+  ChildProcess refused({kStore, "--host", "127.0.0.1", "--secret-file", loose.path()});
+  CHECK(refused.exit_code(10s) == 2);
+  ChildProcess empty({kStore, "--host", "127.0.0.1"}, {"DDPRUN_RDZV_SECRET="});
+  CHECK(empty.exit_code(10s) == 2);
+
+  ChildProcess daemon({kStore, "--host", "127.0.0.1", "--port", "0"},
+                      {"DDPRUN_RDZV_SECRET=from-the-environment"});
+  const auto address = daemon.read_line(10s);
+  REQUIRE(address);
+  StoreClientOptions options;
+  options.port = static_cast<uint16_t>(std::stoi(address->substr(address->find(':') + 1)));
+  options.connect_timeout = 10s;
+  options.secret = "from-the-environment";
+  CHECK(StoreClient::connect(options)->add("ddprun/rdzv/job/n", 1) == 1);
+  options.secret = "another";
+  CHECK_THROWS_AS(StoreClient::connect(options), StoreAuthRefused);
 }

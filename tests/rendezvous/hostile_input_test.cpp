@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "raw_connection.hpp"
+#include "rendezvous/store/job_auth.hpp"
 #include "rendezvous/store/store_client.hpp"
 #include "rendezvous/store/store_server.hpp"
 
@@ -27,19 +28,21 @@ namespace {
 
 constexpr std::size_t kBudget = 64 * 1024 * 1024;
 
-std::unique_ptr<StoreServer> start_server() {
+std::unique_ptr<StoreServer> start_server(const std::string& secret = "") {
   StoreServerOptions options;
   options.host = "127.0.0.1";
   options.limits.max_total_bytes = kBudget;
   options.log_level = StoreLogLevel::quiet;
+  options.secret = secret;
   return StoreServer::start(options);
 }
 
-std::unique_ptr<StoreClient> good_client(uint16_t port) {
+std::unique_ptr<StoreClient> good_client(uint16_t port, const std::string& secret = "") {
   StoreClientOptions options;
   options.port = port;
   options.connect_timeout = 5s;
   options.op_timeout = 2s;
+  options.secret = secret;
   return StoreClient::connect(options);
 }
 
@@ -240,4 +243,49 @@ TEST_CASE("the connection cap refuses extra connections only", "[integration]") 
   RawConnection fourth(server->port());
   CHECK(fourth.closed_within(2s));
   require_responsive(*client);
+}
+
+TEST_CASE("junk in the job secret's handshake closes only the sender", "[integration]") {
+  const std::string secret = "hostile-test-secret";
+  const auto server = start_server(secret);
+  const auto client = good_client(server->port(), secret);
+  client->set("ddprun/rdzv/job/round", "1");
+  std::mt19937 random(4242);
+  int closed = 0;
+  for (int round = 0; round < 20; ++round) {
+    RawConnection garbage(server->port());
+    // VALIDATE, AUTH_HELLO, then a "proof" of random bytes and more random bytes after it:
+    // refused (the MAC is wrong), whatever follows.
+    std::string bytes = hex("00 ce f7 85 3c d0 01");
+    garbage.send(bytes);
+    CHECK(garbage.receive(1 + kAuthNonceBytes)[0] == static_cast<char>(kAuthChallenge));
+    std::string junk(1 + kAuthProofBytes + 512, '\0');
+    for (auto& byte : junk) {
+      byte = static_cast<char>(random() & 0xFF);
+    }
+    junk[0] = static_cast<char>(kAuthProofOpcode);
+    garbage.send(junk);
+    closed += garbage.closed_within(2s) ? 1 : 0;
+    require_responsive(*client);
+  }
+  CHECK(closed == 20);
+  SECTION("AUTH_HELLO again and again replaces the challenge; memory stays flat") {
+    RawConnection repeat(server->port());
+    std::string hellos = hex("00 ce f7 85 3c");
+    for (int i = 0; i < 10000; ++i) {
+      hellos += hex("d0 01");
+    }
+    repeat.send(hellos);
+    repeat.receive(10000 * (1 + kAuthNonceBytes), 10000ms);
+    CHECK(server->memory_used() <= kBudget);
+    require_responsive(*client);
+  }
+  SECTION("a proof cut short stalls nobody") {
+    RawConnection half(server->port());
+    half.send(hex("00 ce f7 85 3c d0 01 d1 00 00 00"));
+    CHECK(half.receive(1 + kAuthNonceBytes)[0] == static_cast<char>(kAuthChallenge));
+    CHECK(half.silent_for(200ms));
+    require_responsive(*client);
+  }
+  CHECK(client->get("ddprun/rdzv/job/round") == "1");
 }

@@ -4,8 +4,10 @@
 #include <catch2/catch.hpp>
 
 #include "child_process.hpp"
+#include "secret_file.hpp"
 
 using ddprun::rendezvous::store::testing::ChildProcess;
+using ddprun::rendezvous::store::testing::SecretFile;
 using ddprun::rendezvous::store::testing::StoreDaemon;
 using namespace std::chrono_literals;
 
@@ -35,8 +37,9 @@ void bootstrap_two_gloo_ranks(const std::string& python, const StoreDaemon& stor
 
 // `python` runs `script`.py, which checks every TCPStore operation it makes against a fresh
 // ddprun-store and says so on its last line.
-void check_store_ops_script(const std::string& python, const std::string& script) {
-  StoreDaemon store;
+void check_store_ops_script(const std::string& python, const std::string& script,
+                            std::vector<std::string> daemon_args = {}) {
+  StoreDaemon store(std::move(daemon_args));
   ChildProcess client({python, kScripts + script + ".py", std::to_string(store.port)});
   CHECK(client.read_line(60s) == std::optional<std::string>(script + ": all checks passed"));
   CHECK(client.exit_code(30s) == 0);
@@ -61,5 +64,26 @@ TEST_CASE("two torch 1.13 gloo ranks bootstrap through ddprun-store in agent-sto
 TEST_CASE("two torch 2.x gloo ranks bootstrap through ddprun-store in agent-store mode",
           "[interop]") {
   StoreDaemon store;
+  bootstrap_two_gloo_ranks(kPythonG2, store);
+}
+
+// A job secret guards only the agents' keys: PyTorch's clients, whose keys all begin with "/",
+// need no authentication and see no difference.
+TEST_CASE("torch 1.13 TCPStore client (G0): every operation against a store with a job secret",
+          "[interop][job_secret]") {
+  const SecretFile secret("job-secret\n", 0600);
+  check_store_ops_script(kPythonG0, "tcpstore_ops", {"--secret-file", secret.path()});
+}
+
+TEST_CASE("torch 2.x TCPStore client (G2): every operation against a store with a job secret",
+          "[interop][job_secret]") {
+  const SecretFile secret("job-secret\n", 0600);
+  check_store_ops_script(kPythonG2, "tcpstore_ops_2x", {"--secret-file", secret.path()});
+}
+
+TEST_CASE("two torch 2.x gloo ranks bootstrap through a store with a job secret",
+          "[interop][job_secret]") {
+  const SecretFile secret("job-secret\n", 0600);
+  StoreDaemon store({"--secret-file", secret.path()});
   bootstrap_two_gloo_ranks(kPythonG2, store);
 }

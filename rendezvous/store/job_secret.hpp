@@ -1,0 +1,60 @@
+#pragma once
+// The job secret: where it comes from (a file, or the environment for schedulers that pass it
+// that way) and the checks it must pass. Shared by ddprun's launcher and ddprun-store, which
+// take the same sources.
+
+#include <sys/types.h>
+
+#include <optional>
+#include <stdexcept>
+#include <string>
+
+namespace ddprun::rendezvous::store {
+
+inline constexpr const char* kSecretFileVariable = "DDPRUN_RDZV_SECRET_FILE";
+inline constexpr const char* kSecretVariable = "DDPRUN_RDZV_SECRET";
+
+// What a secret must be, for the end of an error message.
+inline constexpr const char* kSecretExpectation =
+    "a non-empty secret, in a file only its owner may read (chmod 600)";
+
+struct JobSecret {
+  std::string value;   // never printed
+  std::string source;  // e.g. "file /run/job.key (--rdzv_conf secret_file)"; safe to print
+};
+
+// A secret that cannot be used: the message names the file or variable and what is wrong.
+class JobSecretError : public std::runtime_error {
+ public:
+  JobSecretError(std::string where, std::string problem)
+      : std::runtime_error(where + ": " + problem),
+        where_(std::move(where)),
+        problem_(std::move(problem)) {}
+  const std::string& where() const { return where_; }
+  const std::string& problem() const { return problem_; }
+
+ private:
+  std::string where_;
+  std::string problem_;
+};
+
+// Why a file of this mode may not hold a secret (group or others may read or write it), or
+// nullopt when it may.
+std::optional<std::string> secret_file_mode_problem(mode_t mode);
+
+// The secret a text holds: trailing white space (a file's final newline) is not part of it.
+// Throws JobSecretError naming `where` when nothing is left.
+std::string secret_from_text(const std::string& text, const std::string& where);
+
+// Reads the secret from `path`; throws JobSecretError naming `where` (the option or variable
+// that named the file) when it cannot be read, group or others may read it, or it is empty.
+std::string read_secret_file(const std::string& path, const std::string& where);
+
+// The job's secret from, in this order: a file option (`option_name` names it), the file named
+// by DDPRUN_RDZV_SECRET_FILE, the value of DDPRUN_RDZV_SECRET. nullopt: no secret anywhere.
+std::optional<JobSecret> resolve_job_secret(const std::optional<std::string>& file_option,
+                                            const std::string& option_name,
+                                            const std::optional<std::string>& file_variable,
+                                            const std::optional<std::string>& secret_variable);
+
+}  // namespace ddprun::rendezvous::store

@@ -1,0 +1,157 @@
+// The job secret end to end with the real ddprun: two agents that share DDPRUN_RDZV_SECRET form
+// a c10d job on loopback and finish; a third agent with a wrong secret, and a raw client that
+// tries to SET junk into the job's keys without one, are refused while the job runs on.
+
+#include <catch2/catch.hpp>
+
+#include "e2e_support.hpp"
+#include "rendezvous/store/store_client.hpp"
+#include "rendezvous/store/wire_codec.hpp"
+#include "rendezvous/store/wire_protocol.hpp"
+#include "tests/rendezvous/raw_connection.hpp"
+#include "tests/rendezvous/secret_file.hpp"
+
+using namespace ddprun::agent::e2e;
+using ddprun::rendezvous::store::testing::RawConnection;
+using ddprun::rendezvous::store::testing::SecretFile;
+using namespace std::chrono_literals;
+
+namespace {
+
+const std::string kSecret = "e2e-job-secret-0123456789abcdef";
+const std::string kRunId = "secret-e2e";
+
+// Node `node` (127.0.0.<node>) of a 2-node c10d job whose store node 2 hosts. The worker says
+// it started, then waits for $DIR/go.
+std::vector<std::string> agent_argv(uint16_t port, int node) {
+  const std::string script =
+      "echo started >> \"$DIR/started\"; while [ ! -e \"$DIR/go\" ]; do sleep 0.05; done";
+  return {ddprun_binary(),
+          "--nnodes",
+          "2",
+          "--nproc_per_node",
+          "1",
+          "--rdzv_backend",
+          "c10d",
+          "--rdzv_endpoint",
+          "127.0.0.2:" + std::to_string(port),
+          "--rdzv_id",
+          kRunId,
+          "--rdzv_conf",
+          kFastRdzv + (node == 2 ? ",is_host=1" : ",is_host=0"),
+          "--local_addr",
+          "127.0.0." + std::to_string(node),
+          "--no_python",
+          "/bin/sh",
+          "-c",
+          script};
+}
+
+std::map<std::string, std::string> environment(const TempDir& dir, const std::string& secret) {
+  std::map<std::string, std::string> env{{"DIR", dir.path()}, {"OMP_NUM_THREADS", "1"}};
+  if (!secret.empty()) {
+    env["DDPRUN_RDZV_SECRET"] = secret;
+  }
+  return env;
+}
+
+std::string set_request(const std::string& key, const std::string& value) {
+  namespace store = ddprun::rendezvous::store;
+  namespace wire = ddprun::rendezvous::wire;
+  std::string request;
+  wire::append_u8(request, 0x00);  // VALIDATE
+  wire::append_u32(request, store::kValidationMagic);
+  wire::append_u8(request,
+                  *store::opcode_for_command(store::WireGeneration::g2, store::Command::set));
+  wire::append_bytes(request, key);
+  wire::append_bytes(request, value);
+  return request;
+}
+
+}  // namespace
+
+TEST_CASE("a job with a secret forms and finishes; a wrong secret and a raw client are refused",
+          "[job_secret]") {
+  TempDir dir;
+  const uint16_t port = free_port("127.0.0.2");
+  Process host(agent_argv(port, 2), dir / "agent-2", environment(dir, kSecret));
+  Process peer(agent_argv(port, 3), dir / "agent-3", environment(dir, kSecret));
+  REQUIRE(wait_for_lines(dir / "started", 2, 60s));
+
+  // A third agent with a wrong secret: refused at once, naming the rendezvous.
+  Process intruder(agent_argv(port, 4), dir / "agent-4", environment(dir, "wrong-secret"));
+  const auto intruder_status = intruder.wait_exit(30s);
+  INFO(intruder.output());
+  CHECK(intruder_status == 1);
+  CHECK(intruder.output().find("refused this agent: wrong job secret") != std::string::npos);
+  CHECK(intruder.output().find("rendezvous '" + kRunId + "'") != std::string::npos);
+
+  // A raw client without the secret that writes into the job's keys is cut off.
+  RawConnection raw(port, "127.0.0.2");
+  raw.send(set_request("ddprun/rdzv/" + kRunId + "/round", "junk"));
+  CHECK(raw.closed_within(10000ms));
+
+  write_file(dir / "go", "");
+  const auto host_status = host.wait_exit(60s);
+  const auto peer_status = peer.wait_exit(60s);
+  INFO(host.output());
+  INFO(peer.output());
+  CHECK(host_status == 0);
+  CHECK(peer_status == 0);
+  CHECK(host.output().find("job secret from the environment (DDPRUN_RDZV_SECRET)") !=
+        std::string::npos);
+  CHECK(host.output().find(kSecret) == std::string::npos);
+  CHECK(peer.output().find(kSecret) == std::string::npos);
+}
+
+TEST_CASE("an agent without the secret is refused by a job that has one", "[job_secret]") {
+  TempDir dir;
+  const uint16_t port = free_port("127.0.0.2");
+  Process host(agent_argv(port, 2), dir / "agent-2", environment(dir, kSecret));
+  Process outsider(agent_argv(port, 3), dir / "agent-3", environment(dir, ""));
+  const auto outsider_status = outsider.wait_exit(60s);
+  INFO(outsider.output());
+  CHECK(outsider_status == 1);
+  CHECK(outsider.output().find("open rendezvous (unauthenticated") != std::string::npos);
+  CHECK(outsider.output().find("may have a job secret, which this agent lacks") !=
+        std::string::npos);
+  CHECK(outsider.output().find("rendezvous '" + kRunId + "'") != std::string::npos);
+  host.signal(SIGTERM);
+  CHECK(host.wait_exit(60s).has_value());
+}
+
+TEST_CASE("without a secret the start line says the rendezvous is open", "[job_secret]") {
+  TempDir dir;
+  Process agent({ddprun_binary(), "--standalone", "--nproc_per_node", "1", "--no_python", "true"},
+                dir / "agent", environment(dir, ""));
+  CHECK(agent.wait_exit(60s) == 0);
+  INFO(agent.output());
+  CHECK(agent.output().find("; open rendezvous (unauthenticated: no job secret)") !=
+        std::string::npos);
+}
+
+TEST_CASE("secret files readable by others and empty secrets are usage errors", "[job_secret]") {
+  TempDir dir;
+  const SecretFile loose("s3cret\n", 0644);
+  Process agent({ddprun_binary(), "--standalone", "--rdzv_conf", "secret_file=" + loose.path(),
+                 "--no_python", "true"},
+                dir / "loose", environment(dir, ""));
+  CHECK(agent.wait_exit(30s) == 2);
+  INFO(agent.output());
+  CHECK(agent.output().find(loose.path()) != std::string::npos);
+  CHECK(agent.output().find("mode 0644") != std::string::npos);
+
+  Process empty({ddprun_binary(), "--standalone", "--no_python", "true"}, dir / "empty",
+                {{"DDPRUN_RDZV_SECRET", ""}});
+  CHECK(empty.wait_exit(30s) == 2);
+  CHECK(empty.output().find("DDPRUN_RDZV_SECRET: the secret is empty") != std::string::npos);
+
+  const SecretFile tight("s3cret-value\n", 0600);
+  Process printed({ddprun_binary(), "--print-config", "--standalone", "--rdzv_conf",
+                   "secret_file=" + tight.path(), "--no_python", "true"},
+                  dir / "printed", environment(dir, ""));
+  CHECK(printed.wait_exit(30s) == 0);
+  INFO(printed.output());
+  CHECK(printed.output().find("s3cret-value") == std::string::npos);
+  CHECK(printed.output().find("set, from file " + tight.path()) != std::string::npos);
+}

@@ -1,0 +1,178 @@
+// The job secret on a live server: agents that prove it touch their keys, a wrong or missing
+// secret is refused at once, PyTorch's keys ("/...") need nothing, and hostile or half-sent
+// handshakes close only their own connection while a good client goes on.
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <string>
+
+#include "raw_connection.hpp"
+#include "rendezvous/store/job_auth.hpp"
+#include "rendezvous/store/store_client.hpp"
+#include "rendezvous/store/store_server.hpp"
+#include "rendezvous/store/wire_codec.hpp"
+
+using namespace ddprun::rendezvous::store;
+using ddprun::rendezvous::store::testing::hex;
+using ddprun::rendezvous::store::testing::RawConnection;
+using namespace std::chrono_literals;
+namespace wire = ddprun::rendezvous::wire;
+
+namespace {
+
+const std::string kSecret = "0123456789abcdef-job-secret";
+
+std::unique_ptr<StoreServer> start_server(const std::string& secret) {
+  StoreServerOptions options;
+  options.host = "127.0.0.1";
+  options.log_level = StoreLogLevel::quiet;
+  options.secret = secret;
+  return StoreServer::start(options);
+}
+
+std::unique_ptr<StoreClient> client(uint16_t port, const std::string& secret) {
+  StoreClientOptions options;
+  options.port = port;
+  options.connect_timeout = 10s;
+  options.op_timeout = 10s;
+  options.secret = secret;
+  return StoreClient::connect(options);
+}
+
+std::string set_request(const std::string& key, const std::string& value) {
+  std::string request;
+  wire::append_u8(request, *opcode_for_command(WireGeneration::g2, Command::set));
+  wire::append_bytes(request, key);
+  wire::append_bytes(request, value);
+  return request;
+}
+
+std::string get_request(const std::string& key) {
+  std::string request;
+  wire::append_u8(request, *opcode_for_command(WireGeneration::g2, Command::get));
+  wire::append_bytes(request, key);
+  return request;
+}
+
+const std::string kValidate = hex("00 ce f7 85 3c");
+
+}  // namespace
+
+TEST_CASE("an agent that knows the secret uses the agents' keys", "[job_secret]") {
+  const auto server = start_server(kSecret);
+  const auto agent = client(server->port(), kSecret);
+  agent->set("ddprun/rdzv/job/round", "1");
+  CHECK(agent->get("ddprun/rdzv/job/round") == "1");
+  CHECK(agent->add("ddprun/rdzv/job/counter", 2) == 2);
+  CHECK(agent->compare_set("ddprun/rdzv/job/round", "1", "2") == "2");
+}
+
+TEST_CASE("a wrong secret is refused at once, and never retried", "[job_secret]") {
+  const auto server = start_server(kSecret);
+  const auto started = std::chrono::steady_clock::now();
+  try {
+    client(server->port(), "not-the-secret");
+    FAIL("a wrong secret was accepted");
+  } catch (const StoreAuthRefused& refused) {
+    CHECK(std::string(refused.what()).find("wrong job secret") != std::string::npos);
+    CHECK(std::string(refused.what()).find("127.0.0.1:" + std::to_string(server->port())) !=
+          std::string::npos);
+  }
+  // Well before connect_timeout (10 s): a refusal is not retried.
+  CHECK(std::chrono::steady_clock::now() - started < 5s);
+  // The store goes on serving those who know it.
+  CHECK(client(server->port(), kSecret)->add("ddprun/rdzv/job/n", 1) == 1);
+}
+
+TEST_CASE("without the secret: PyTorch's keys work, the agents' keys close the connection",
+          "[job_secret]") {
+  const auto server = start_server(kSecret);
+  const auto agent = client(server->port(), kSecret);
+  agent->set("ddprun/rdzv/job/round", "7");
+  const auto outsider = client(server->port(), "");
+  outsider->set("/worker-key", "w");
+  CHECK(outsider->get("/worker-key") == "w");
+  CHECK(outsider->add("/counter", 5) == 5);
+  CHECK_THROWS_AS(outsider->compare_set("ddprun/rdzv/job/round", "7", "junk"), StoreError);
+  CHECK(agent->get("ddprun/rdzv/job/round") == "7");
+}
+
+TEST_CASE("a raw client without auth cannot SET junk into the job's keys", "[job_secret]") {
+  const auto server = start_server(kSecret);
+  const auto agent = client(server->port(), kSecret);
+  agent->set("ddprun/rdzv/job/round", "3");
+  RawConnection raw(server->port());
+  raw.send(kValidate + set_request("ddprun/rdzv/job/round", "junk"));
+  CHECK(raw.closed_within(5000ms));
+  CHECK(agent->get("ddprun/rdzv/job/round") == "3");
+  // A legacy (G0) connection is gated the same way.
+  RawConnection legacy(server->port());
+  legacy.send(hex("00") + set_request("ddprun/rdzv/job/round", "junk").substr(1));
+  CHECK(legacy.closed_within(5000ms));
+  CHECK(agent->get("ddprun/rdzv/job/round") == "3");
+}
+
+TEST_CASE("the handshake by hand: split, truncated, replayed, malformed", "[job_secret]") {
+  const auto server = start_server(kSecret);
+  const auto agent = client(server->port(), kSecret);
+  agent->set("ddprun/rdzv/job/round", "1");
+
+  SECTION("sent one byte at a time, the handshake still works") {
+    RawConnection raw(server->port());
+    for (const char byte : kValidate + auth_hello_request()) {
+      raw.send(std::string(1, byte));
+    }
+    const std::string challenge = raw.receive(1 + kAuthNonceBytes);
+    REQUIRE(challenge[0] == static_cast<char>(kAuthChallenge));
+    const std::string proof = auth_proof_request(auth_proof(kSecret, challenge.substr(1)));
+    for (const char byte : proof) {
+      raw.send(std::string(1, byte));
+    }
+    CHECK(raw.receive(1) == std::string(1, static_cast<char>(kAuthAccepted)));
+    raw.send(get_request("ddprun/rdzv/job/round"));
+    CHECK(raw.receive(9) == hex("01 00 00 00 00 00 00 00") + "1");
+  }
+  SECTION("a proof cut short and abandoned stalls nobody") {
+    RawConnection raw(server->port());
+    raw.send(kValidate + auth_hello_request());
+    raw.receive(1 + kAuthNonceBytes);
+    raw.send(auth_proof_request(std::string(kAuthProofBytes, 'x')).substr(0, 10));
+    CHECK(raw.silent_for(200ms));
+    CHECK(agent->add("ddprun/rdzv/job/alive", 1) == 1);
+  }
+  SECTION("a wrong proof gets REFUSED, then the connection closes") {
+    RawConnection raw(server->port());
+    raw.send(kValidate + auth_hello_request());
+    raw.receive(1 + kAuthNonceBytes);
+    raw.send(auth_proof_request(std::string(kAuthProofBytes, 'x')));
+    CHECK(raw.receive(1) == std::string(1, static_cast<char>(kAuthRefused)));
+    CHECK(raw.closed_within(5000ms));
+  }
+  SECTION("a proof from another connection's challenge is refused") {
+    RawConnection first(server->port());
+    first.send(kValidate + auth_hello_request());
+    const std::string nonce = first.receive(1 + kAuthNonceBytes).substr(1);
+    RawConnection second(server->port());
+    second.send(kValidate + auth_hello_request());
+    const std::string other_nonce = second.receive(1 + kAuthNonceBytes).substr(1);
+    CHECK(nonce != other_nonce);
+    second.send(auth_proof_request(auth_proof(kSecret, nonce)));
+    CHECK(second.receive(1) == std::string(1, static_cast<char>(kAuthRefused)));
+  }
+  SECTION("a proof without a challenge, and an unknown version, close the connection") {
+    RawConnection no_challenge(server->port());
+    no_challenge.send(kValidate + auth_proof_request(std::string(kAuthProofBytes, 'x')));
+    CHECK(no_challenge.closed_within(5000ms));
+    RawConnection bad_version(server->port());
+    bad_version.send(kValidate + hex("d0 02"));
+    CHECK(bad_version.closed_within(5000ms));
+  }
+  CHECK(agent->get("ddprun/rdzv/job/round") == "1");
+}
+
+TEST_CASE("a client with a secret works with a store that has none", "[job_secret]") {
+  const auto server = start_server("");
+  const auto agent = client(server->port(), kSecret);
+  agent->set("ddprun/rdzv/job/round", "1");
+  CHECK(agent->get("ddprun/rdzv/job/round") == "1");
+}

@@ -1,0 +1,315 @@
+// The job secret's pieces without a network: SHA-256 and HMAC-SHA256 against the published
+// vectors (FIPS 180-4's examples, RFC 4231), the secret's sources and checks, the extension's
+// decoding in every wire generation, and the server's per-connection gate.
+
+#include "rendezvous/store/job_secret.hpp"
+
+#include <sys/stat.h>
+
+#include <catch2/catch.hpp>
+#include <functional>
+#include <span>
+#include <string>
+
+#include "raw_connection.hpp"
+#include "rendezvous/store/auth_gate.hpp"
+#include "rendezvous/store/job_auth.hpp"
+#include "rendezvous/store/request_decoder.hpp"
+#include "rendezvous/store/sha256.hpp"
+#include "secret_file.hpp"
+
+using namespace ddprun::rendezvous::store;
+using ddprun::rendezvous::store::testing::hex;
+using ddprun::rendezvous::store::testing::SecretFile;
+
+namespace {
+
+std::string to_hex(const Sha256Digest& digest) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out;
+  for (const auto byte : digest) {
+    out.push_back(kDigits[byte >> 4]);
+    out.push_back(kDigits[byte & 0xf]);
+  }
+  return out;
+}
+
+std::span<const std::uint8_t> bytes_of(const std::string& text) {
+  return {reinterpret_cast<const std::uint8_t*>(text.data()), text.size()};
+}
+
+std::string error_of(const std::function<void()>& action) {
+  try {
+    action();
+  } catch (const JobSecretError& error) {
+    return error.what();
+  }
+  return "";
+}
+
+Request decoded(const std::string& bytes, WireGeneration generation) {
+  const auto result = decode_request(bytes_of(bytes), generation, StoreLimits{});
+  REQUIRE(result.status == DecodeStatus::complete);
+  REQUIRE(result.consumed == bytes.size());
+  return result.request;
+}
+
+}  // namespace
+
+TEST_CASE("SHA-256 gives FIPS 180-4's example digests", "[job_secret][sha256]") {
+  CHECK(to_hex(sha256("abc")) ==
+        "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  CHECK(to_hex(sha256("")) == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  CHECK(to_hex(sha256("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq")) ==
+        "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+  CHECK(to_hex(sha256(std::string(1000000, 'a'))) ==
+        "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+}
+
+TEST_CASE("SHA-256 is the same however the input is split", "[job_secret][sha256]") {
+  // 55, 56 and 64 bytes sit at the padding's edges (the length no longer fits the block).
+  for (const std::size_t size : {55, 56, 63, 64, 65, 119, 120, 128}) {
+    const std::string message(size, 'x');
+    Sha256 split;
+    split.update(message.substr(0, size / 3));
+    split.update(message.substr(size / 3));
+    CHECK(split.finish() == sha256(message));
+  }
+}
+
+TEST_CASE("HMAC-SHA256 gives RFC 4231's test vectors", "[job_secret][hmac]") {
+  std::string key4;
+  for (int i = 1; i <= 25; ++i) {
+    key4.push_back(static_cast<char>(i));
+  }
+  const std::string long_key(131, '\xaa');
+  CHECK(to_hex(hmac_sha256(std::string(20, '\x0b'), "Hi There")) ==
+        "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7");
+  CHECK(to_hex(hmac_sha256("Jefe", "what do ya want for nothing?")) ==
+        "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+  CHECK(to_hex(hmac_sha256(std::string(20, '\xaa'), std::string(50, '\xdd'))) ==
+        "773ea91e36800e46854db8ebd09181a72959098b3ef8c122d9635514ced565fe");
+  CHECK(to_hex(hmac_sha256(key4, std::string(50, '\xcd'))) ==
+        "82558a389a443c0ea4cc819899f2083a85f0faa3e578f8077a2e3ff46729665b");
+  CHECK(to_hex(hmac_sha256(long_key, "Test Using Larger Than Block-Size Key - Hash Key First")) ==
+        "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54");
+  CHECK(to_hex(hmac_sha256(
+            long_key,
+            "This is a test using a larger than block-size key and a larger than block-size "
+            "data. The key needs to be hashed before being used by the HMAC algorithm.")) ==
+        "9b09ffa71b942fcb27635fbcd5b0e944bfdc63644f0713938a7f51535c3a35e2");
+}
+
+TEST_CASE("MACs are compared whole", "[job_secret][hmac]") {
+  const std::string mac = auth_proof("secret", std::string(32, 'n'));
+  CHECK(mac.size() == kAuthProofBytes);
+  CHECK(equal_in_constant_time(mac, auth_proof("secret", std::string(32, 'n'))));
+  std::string last_differs = mac;
+  last_differs.back() = static_cast<char>(last_differs.back() ^ 1);
+  CHECK_FALSE(equal_in_constant_time(mac, last_differs));
+  CHECK_FALSE(equal_in_constant_time(mac, mac.substr(0, 31)));
+  CHECK(auth_proof("secret", std::string(32, 'n')) != auth_proof("secret", std::string(32, 'm')));
+  CHECK(auth_proof("secret", std::string(32, 'n')) != auth_proof("secreT", std::string(32, 'n')));
+}
+
+TEST_CASE("a secret file must be private to its owner and hold a secret", "[job_secret]") {
+  SECTION("mode 0600 is accepted; the final newline is not part of the secret") {
+    const SecretFile file("s3cret value\n", 0600);
+    CHECK(read_secret_file(file.path(), "--rdzv_conf secret_file") == "s3cret value");
+  }
+  SECTION("mode 0400 is accepted") {
+    const SecretFile file("abc", 0400);
+    CHECK(read_secret_file(file.path(), "--secret-file") == "abc");
+  }
+  SECTION("mode 0644 is refused, naming the file and its mode") {
+    const SecretFile file("s3cret\n", 0644);
+    const auto message =
+        error_of([&] { read_secret_file(file.path(), "--rdzv_conf secret_file"); });
+    CHECK(message.find(file.path()) != std::string::npos);
+    CHECK(message.find("mode 0644") != std::string::npos);
+    CHECK(message.find("--rdzv_conf secret_file") != std::string::npos);
+  }
+  SECTION("mode 0640 and 0602 are refused") {
+    for (const mode_t mode : {mode_t{0640}, mode_t{0602}}) {
+      const SecretFile file("s3cret\n", mode);
+      CHECK_FALSE(error_of([&] { read_secret_file(file.path(), "--secret-file"); }).empty());
+    }
+  }
+  SECTION("an empty file, or one of white space only, is refused") {
+    for (const std::string contents : {"", "\n", "  \r\n"}) {
+      const SecretFile file(contents, 0600);
+      CHECK(error_of([&] {
+              read_secret_file(file.path(), "--secret-file");
+            }).find("the secret is empty") != std::string::npos);
+    }
+  }
+  SECTION("a missing file is refused, naming it") {
+    CHECK(error_of([] {
+            read_secret_file("/nonexistent/ddprun.key", "--secret-file");
+          }).find("/nonexistent/ddprun.key: cannot open") != std::string::npos);
+  }
+  CHECK(secret_file_mode_problem(S_IFREG | 0600) == std::nullopt);
+  CHECK(secret_file_mode_problem(S_IFREG | 0604).has_value());
+}
+
+TEST_CASE("the secret comes from the option, the file variable or the secret variable",
+          "[job_secret]") {
+  const SecretFile option_file("from-option\n", 0600);
+  const SecretFile variable_file("from-file-variable\n", 0600);
+  SECTION("nothing anywhere: no secret") {
+    CHECK_FALSE(resolve_job_secret(std::nullopt, "--secret-file", std::nullopt, std::nullopt));
+  }
+  SECTION("the option wins over both variables") {
+    const auto secret = resolve_job_secret(option_file.path(), "--rdzv_conf secret_file",
+                                           variable_file.path(), std::string("from-variable"));
+    REQUIRE(secret);
+    CHECK(secret->value == "from-option");
+    CHECK(secret->source.find("--rdzv_conf secret_file") != std::string::npos);
+  }
+  SECTION("DDPRUN_RDZV_SECRET_FILE wins over DDPRUN_RDZV_SECRET") {
+    const auto secret = resolve_job_secret(std::nullopt, "--secret-file", variable_file.path(),
+                                           std::string("from-variable"));
+    REQUIRE(secret);
+    CHECK(secret->value == "from-file-variable");
+    CHECK(secret->source.find("DDPRUN_RDZV_SECRET_FILE") != std::string::npos);
+  }
+  SECTION("DDPRUN_RDZV_SECRET alone; its source never shows the secret") {
+    const auto secret =
+        resolve_job_secret(std::nullopt, "--secret-file", std::nullopt, std::string("0a1b2c3d"));
+    REQUIRE(secret);
+    CHECK(secret->value == "0a1b2c3d");
+    CHECK(secret->source.find("DDPRUN_RDZV_SECRET") != std::string::npos);
+    CHECK(secret->source.find("0a1b2c3d") == std::string::npos);
+  }
+  SECTION("an empty DDPRUN_RDZV_SECRET is refused") {
+    CHECK(error_of([] {
+            resolve_job_secret(std::nullopt, "--secret-file", std::nullopt, std::string(""));
+          }).find("DDPRUN_RDZV_SECRET: the secret is empty") != std::string::npos);
+  }
+  SECTION("a DDPRUN_RDZV_SECRET_FILE readable by others is refused, naming the variable") {
+    const SecretFile loose("x\n", 0644);
+    const auto message = error_of(
+        [&] { resolve_job_secret(std::nullopt, "--secret-file", loose.path(), std::nullopt); });
+    CHECK(message.find("DDPRUN_RDZV_SECRET_FILE " + loose.path()) != std::string::npos);
+    CHECK(message.find("mode 0644") != std::string::npos);
+  }
+}
+
+TEST_CASE("the extension's requests decode the same in every generation", "[job_secret]") {
+  const std::string proof(kAuthProofBytes, '\x5a');
+  for (const auto generation : {WireGeneration::g0, WireGeneration::g1, WireGeneration::g2}) {
+    CAPTURE(generation_name(generation));
+    const auto hello = decoded(auth_hello_request(), generation);
+    CHECK(hello.command == Command::auth_hello);
+    const auto proof_request = decoded(auth_proof_request(proof), generation);
+    CHECK(proof_request.command == Command::auth_proof);
+    REQUIRE(proof_request.values.size() == 1);
+    CHECK(proof_request.values.front() == proof);
+    // The opcodes are outside every PyTorch generation's own range.
+    CHECK(opcode_for_command(generation, Command::auth_hello) == kAuthHelloOpcode);
+    CHECK(command_for_opcode(generation, kAuthHelloOpcode - 1) == std::nullopt);
+  }
+}
+
+TEST_CASE("truncated and malformed extension requests", "[job_secret]") {
+  const StoreLimits limits;
+  SECTION("a truncated proof asks for exactly the missing bytes, never more") {
+    const std::string full = auth_proof_request(std::string(kAuthProofBytes, 'p'));
+    for (std::size_t size = 1; size < full.size(); ++size) {
+      const auto result =
+          decode_request(bytes_of(full.substr(0, size)), WireGeneration::g2, limits);
+      REQUIRE(result.status == DecodeStatus::need_more);
+      CHECK(result.min_bytes == full.size());
+    }
+  }
+  SECTION("a HELLO without its version byte waits for it") {
+    const auto result = decode_request(bytes_of(hex("d0")), WireGeneration::g0, limits);
+    CHECK(result.status == DecodeStatus::need_more);
+    CHECK(result.min_bytes == 2);
+  }
+  SECTION("an unknown version is invalid, naming it") {
+    const auto result = decode_request(bytes_of(hex("d0 07")), WireGeneration::g2, limits);
+    REQUIRE(result.status == DecodeStatus::invalid);
+    CHECK(result.error.find("AUTH_HELLO: version 7") != std::string::npos);
+  }
+  SECTION("opcodes near the extension's are unknown") {
+    for (const char* bytes : {"cf 01", "d2 01", "ff 01"}) {
+      CHECK(decode_request(bytes_of(hex(bytes)), WireGeneration::g2, limits).status ==
+            DecodeStatus::invalid);
+    }
+  }
+}
+
+TEST_CASE("the gate: challenge, proof, and the agents' keys", "[job_secret]") {
+  const std::string secret = "job-secret";
+  const std::string nonce(kAuthNonceBytes, '\x11');
+  Request hello;
+  hello.command = Command::auth_hello;
+  const auto proof_of = [](std::string proof) {
+    Request request;
+    request.command = Command::auth_proof;
+    request.values.push_back(std::move(proof));
+    return request;
+  };
+  Request agent_set;
+  agent_set.command = Command::set;
+  agent_set.keys = {"ddprun/rdzv/job/round"};
+  agent_set.values = {"junk"};
+  Request worker_set;
+  worker_set.command = Command::set;
+  worker_set.keys = {"/default_pg/0//cuda//0"};
+  worker_set.values = {"v"};
+  Request mixed_check;
+  mixed_check.command = Command::check;
+  mixed_check.keys = {"/a", "ddprun/rdzv/job/x"};
+
+  SECTION("without a secret everything is allowed and HELLO says so") {
+    AuthGate gate("");
+    CHECK_FALSE(gate.refusal(agent_set));
+    const auto answer = gate.answer(hello, "");
+    CHECK(answer.reply == std::string(1, static_cast<char>(kAuthNotRequired)));
+    CHECK_FALSE(answer.close_reason);
+  }
+  SECTION("before the proof: PyTorch's keys only") {
+    AuthGate gate(secret);
+    CHECK_FALSE(gate.refusal(worker_set));
+    // TCPStore's own bookkeeping key, which wait_for_workers counts without the "/" prefix.
+    Request init_add;
+    init_add.command = Command::add;
+    init_add.keys = {"init/"};
+    CHECK_FALSE(gate.refusal(init_add));
+    REQUIRE(gate.refusal(agent_set));
+    CHECK(gate.refusal(agent_set)->find("ddprun/rdzv/job/round") != std::string::npos);
+    CHECK(gate.refusal(mixed_check));
+  }
+  SECTION("the right proof opens the agents' keys") {
+    AuthGate gate(secret);
+    const auto challenge = gate.answer(hello, nonce);
+    CHECK(challenge.reply == std::string(1, static_cast<char>(kAuthChallenge)) + nonce);
+    const auto verdict = gate.answer(proof_of(auth_proof(secret, nonce)), "");
+    CHECK(verdict.reply == std::string(1, static_cast<char>(kAuthAccepted)));
+    CHECK_FALSE(verdict.close_reason);
+    CHECK_FALSE(gate.refusal(agent_set));
+    CHECK(gate.answer(hello, nonce).close_reason);  // no second handshake
+  }
+  SECTION("a wrong proof is refused and closes") {
+    AuthGate gate(secret);
+    gate.answer(hello, nonce);
+    const auto verdict = gate.answer(proof_of(auth_proof("other-secret", nonce)), "");
+    CHECK(verdict.reply == std::string(1, static_cast<char>(kAuthRefused)));
+    REQUIRE(verdict.close_reason);
+    CHECK(verdict.close_reason->find("wrong job secret") != std::string::npos);
+    CHECK(gate.refusal(agent_set));
+  }
+  SECTION("a proof without a challenge, or replayed, is refused") {
+    AuthGate gate(secret);
+    CHECK(gate.answer(proof_of(auth_proof(secret, nonce)), "").close_reason);
+    AuthGate replayed(secret);
+    replayed.answer(hello, nonce);
+    CHECK_FALSE(replayed.answer(proof_of(auth_proof(secret, nonce)), "").close_reason);
+    AuthGate fresh(secret);
+    fresh.answer(hello, std::string(kAuthNonceBytes, '\x22'));
+    // A proof recorded for another challenge is worth nothing.
+    CHECK(fresh.answer(proof_of(auth_proof(secret, nonce)), "").close_reason);
+  }
+}
