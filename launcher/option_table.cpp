@@ -30,7 +30,8 @@ constexpr std::array kOptions{
                "last_call_timeout (30), close_timeout (30), heartbeat_timeout (5), "
                "keep_alive_interval (5), read_timeout (60), all in seconds; "
                "keep_alive_max_attempt (3); is_host (1/0); store_type (tcp|file). etcd: "
-               "protocol (http|https), cacert, cert, key, etcd_prefix (/)."},
+               "protocol (http|https), cacert, cert, key, etcd_prefix (/); user, password_file (a "
+               "file of mode 0600 holding user's password; else env DDPRUN_ETCD_PASSWORD)."},
     OptionSpec{"standalone", "", '\0', kFlag, kNodes, true, "",
                "Single-node job: c10d rendezvous on localhost at a free port with a fresh "
                "random id; overrides the other rendezvous options."},
