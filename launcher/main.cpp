@@ -18,6 +18,7 @@
 #include "launcher/command_line.hpp"
 #include "launcher/config_json.hpp"
 #include "launcher/environment.hpp"
+#include "launcher/etcd_password.hpp"
 #include "launcher/help_text.hpp"
 #include "launcher/host_facts.hpp"
 #include "launcher/launch_config.hpp"
@@ -50,6 +51,7 @@ int run_stacks_command(const std::vector<std::string>& args,
                                  "rendezvous options only (ddprun stacks --help)");
     parsed.entry_point = "stacks";
     resolved = launcher::resolve_launch(parsed, env, launcher::probe_host(env, {}));
+    launcher::load_etcd_password(resolved.config, env);
   } catch (const std::exception& error) {
     std::cerr << "ddprun stacks: error: " << error.what() << '\n';
     return kExitBadCommandLine;
@@ -80,6 +82,7 @@ int main(int argc, char** argv) {
     }
     const launcher::ProbeRequest probe{.numa_topology = parsed.has("numa_binding")};
     resolved = launcher::resolve_launch(parsed, env, launcher::probe_host(env, probe));
+    launcher::load_etcd_password(resolved.config, env);
     for (const auto& warning : resolved.warnings)
       print_warning(warning);
     if (parsed.has("print_config")) {

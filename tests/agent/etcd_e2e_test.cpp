@@ -2,7 +2,9 @@
 // cluster (Debian's etcd-server) on loopback, and the bundled trainer as the workers. What must
 // hold: losing any node, the one with group rank 0 included, costs a restart from the last
 // snapshot; losing one etcd member costs nothing; losing the quorum is reported and ends the job
-// with the snapshot intact; bad input fails clearly and in bounded time.
+// with the snapshot intact; bad input fails clearly and in bounded time; with etcd's
+// authentication on (user and password, or client certificates), agents with the right
+// credentials form the round and others are refused with a message that says why.
 #include <signal.h>
 
 #include <atomic>
@@ -15,6 +17,7 @@
 #include "e2e_support.hpp"
 #include "events_file.hpp"
 #include "tests/rendezvous/etcd_cluster.hpp"
+#include "tests/rendezvous/test_certificates.hpp"
 #include "tests/slurm/training_job.hpp"
 
 using namespace ddprun::agent::e2e;
@@ -426,8 +429,7 @@ class ChaosJob {
       if (done())
         return true;
       // Any agent's output may change: watch the folder's newest output, bounded.
-      wait_for_file(
-          outputs_.back(), [](const std::string&) { return false; }, 100ms);
+      wait_for_file(outputs_.back(), [](const std::string&) { return false; }, 100ms);
     }
     return done();
   }
@@ -525,4 +527,133 @@ TEST_CASE(
              Catch::Contains("done: " + std::to_string(kMaxEpochs) + " epochs"));
   // Nothing is left running: no agent, no worker.
   CHECK(processes_mentioning(chaos.job().dir.path()).empty());
+}
+
+namespace {
+
+// Two agents with no trainer: each worker prints its rank; both agents must finish with 0.
+struct TinyEtcdJob {
+  TinyEtcdJob(std::string etcd_endpoints, std::string conf)
+      : endpoints(std::move(etcd_endpoints)), rdzv_conf(std::move(conf)) {}
+  std::string endpoints;
+  std::string rdzv_conf;
+  std::string run_id = "auth-job";
+  TempDir dir;
+
+  std::unique_ptr<Process> start(int node, std::map<std::string, std::string> env = {}) const {
+    return std::make_unique<Process>(
+        std::vector<std::string>{ddprun_binary(), "--nnodes", "2", "--nproc_per_node", "1",
+                                 "--rdzv_backend", "etcd", "--rdzv_endpoint", endpoints,
+                                 "--rdzv_id", run_id, "--rdzv_conf", rdzv_conf, "--local_addr",
+                                 "127.0.0." + std::to_string(node), "--no_python", "/bin/sh", "-c",
+                                 "echo \"worker rank $RANK of $WORLD_SIZE\""},
+        dir / ("agent-" + std::to_string(node)), std::move(env));
+  }
+  // Runs both agents to their end; their output.
+  std::string run_both(const std::map<std::string, std::string>& env = {}) const {
+    auto first = start(1, env);
+    auto second = start(2, env);
+    const auto first_status = first->wait_exit(120s);
+    const auto second_status = second->wait_exit(120s);
+    const std::string out = first->output() + second->output();
+    INFO(out);
+    CHECK(first_status == 0);
+    CHECK(second_status == 0);
+    CHECK_THAT(out, Catch::Contains("worker rank 0 of 2"));
+    CHECK_THAT(out, Catch::Contains("worker rank 1 of 2"));
+    return out;
+  }
+};
+
+std::string write_secret(const TempDir& dir, const std::string& name, const std::string& text,
+                         fs::perms mode) {
+  const std::string path = dir / name;
+  std::ofstream(path) << text << '\n';
+  fs::permissions(path, mode);
+  return path;
+}
+
+}  // namespace
+
+TEST_CASE("etcd with authentication: a user and password form the round; wrong ones are refused",
+          "[etcd]") {
+  EtcdCluster etcd;
+  // The role may write the job's etcd_prefix folder, and nothing else.
+  etcd.enable_auth("ddprun-job", "correct horse", "/jobs/team-a/");
+  TinyEtcdJob job{etcd.endpoints(), ""};
+  const auto owner_only = fs::perms::owner_read | fs::perms::owner_write;
+  const std::string password_file = write_secret(job.dir, "password", "correct horse", owner_only);
+  const std::string conf =
+      "join_timeout=60,last_call_timeout=1,etcd_prefix=/jobs/team-a,user=ddprun-job,"
+      "password_file=";
+
+  SECTION("password from a file, and from the environment") {
+    job.rdzv_conf = conf + password_file;
+    const std::string out = job.run_both();
+    CHECK_THAT(out, !Catch::Contains("correct horse"));
+    job.rdzv_conf = "join_timeout=60,last_call_timeout=1,etcd_prefix=/jobs/team-a,user=ddprun-job";
+    job.run_id = "auth-job-env";
+    job.run_both({{"DDPRUN_ETCD_PASSWORD", "correct horse"}});
+  }
+  SECTION("a wrong password ends the agent with one clear error") {
+    job.rdzv_conf = conf + write_secret(job.dir, "wrong", "battery staple", owner_only);
+    auto agent = job.start(1);
+    const auto status = agent->wait_exit(60s);
+    const std::string out = agent->output();
+    INFO(out);
+    CHECK(status == 1);
+    CHECK_THAT(out, Catch::Contains("etcd at " + etcd.endpoints() +
+                                    ": authentication failed for user 'ddprun-job'"));
+    CHECK_THAT(out, !Catch::Contains("battery staple"));
+  }
+  SECTION("a password file others can read, a password on the command line, none at all") {
+    const auto check_usage = [&](const std::string& rdzv_conf, const std::string& expected) {
+      job.rdzv_conf = rdzv_conf;
+      auto agent = job.start(1);
+      const auto status = agent->wait_exit(30s);
+      INFO(agent->output());
+      CHECK(status == 2);
+      CHECK_THAT(agent->output(), Catch::Contains(expected));
+    };
+    check_usage(conf + write_secret(job.dir, "open", "correct horse",
+                                    owner_only | fs::perms::group_read | fs::perms::others_read),
+                "chmod 600");
+    check_usage("user=ddprun-job,password=correct horse", "password_file");
+    check_usage("user=ddprun-job", "DDPRUN_ETCD_PASSWORD");
+    check_usage("password_file=" + password_file, "needs user");
+  }
+  SECTION("--print-config names the user and the file, never the password") {
+    Process agent({ddprun_binary(), "--nnodes", "2", "--rdzv_backend", "etcd", "--rdzv_endpoint",
+                   etcd.endpoints(), "--rdzv_conf", conf + password_file, "--print-config",
+                   "--no_python", "/bin/true"},
+                  job.dir / "print");
+    REQUIRE(agent.wait_exit(30s) == 0);
+    CHECK_THAT(agent.output(), Catch::Contains("ddprun-job"));
+    CHECK_THAT(agent.output(), !Catch::Contains("correct horse"));
+  }
+}
+
+TEST_CASE("etcd with client-certificate auth: certificates form the round; none is refused",
+          "[etcd]") {
+  ddprun::rendezvous::testing::TestCertificates certificates;
+  EtcdCluster etcd(EtcdCluster::Options{
+      1,
+      ddprun::rendezvous::testing::EtcdClusterTls{certificates.path("server.pem"),
+                                                  certificates.path("server.key"),
+                                                  certificates.path("ca.pem"), true},
+      30s,
+      {}});
+  const std::string tls = "protocol=https,cacert=" + certificates.path("ca.pem");
+  TinyEtcdJob job{etcd.endpoints(), "join_timeout=60,last_call_timeout=1," + tls +
+                                        ",cert=" + certificates.path("client.pem") +
+                                        ",key=" + certificates.path("client.key")};
+  job.run_both();
+
+  job.rdzv_conf = "join_timeout=60," + tls;  // no client certificate
+  auto agent = job.start(1);
+  const auto status = agent->wait_exit(90s);
+  INFO(agent->output());
+  CHECK(status == 1);
+  CHECK_THAT(agent->output(), Catch::Contains("etcd " + etcd.endpoints()));
+  CHECK_THAT(agent->output(), Catch::Contains("TLS"));
 }

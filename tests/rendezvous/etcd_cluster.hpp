@@ -19,6 +19,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
@@ -48,6 +49,7 @@ class EtcdCluster {
     int members = 1;
     std::optional<EtcdClusterTls> tls;
     std::chrono::milliseconds start_timeout{30000};
+    std::vector<std::string> extra_args;  // more etcd flags, e.g. {"--auth-token-ttl", "2"}
   };
 
   explicit EtcdCluster(Options options) : options_(std::move(options)) {
@@ -85,7 +87,7 @@ class EtcdCluster {
     }
   }
   explicit EtcdCluster(int members = 1)
-      : EtcdCluster(Options{members, std::nullopt, std::chrono::milliseconds(30000)}) {}
+      : EtcdCluster(Options{members, std::nullopt, std::chrono::milliseconds(30000), {}}) {}
   EtcdCluster(const EtcdCluster&) = delete;
   EtcdCluster& operator=(const EtcdCluster&) = delete;
 
@@ -148,6 +150,37 @@ class EtcdCluster {
       }
     }
     return -1;
+  }
+
+  // Turns on etcd's authentication (plain-HTTP clusters), as an operator would with etcdctl:
+  // a root user, a role with read and write on every key under key_prefix, and user with
+  // password holding that role. Throws when etcd refuses a step.
+  void enable_auth(const std::string& user, const std::string& password,
+                   const std::string& key_prefix) {
+    std::string prefix_end = key_prefix;
+    prefix_end.back() = static_cast<char>(prefix_end.back() + 1);
+    const nlohmann::json steps[][2] = {
+        {"user/add", {{"name", "root"}, {"password", token_}}},
+        {"user/grant", {{"user", "root"}, {"role", "root"}}},
+        {"role/add", {{"name", "ddprun-rw"}}},
+        {"role/grant",
+         {{"name", "ddprun-rw"},
+          {"perm",
+           {{"permType", "READWRITE"},
+            {"key", base64(key_prefix)},
+            {"range_end", base64(prefix_end)}}}}},
+        {"user/add", {{"name", user}, {"password", password}}},
+        {"user/grant", {{"user", user}, {"role", "ddprun-rw"}}},
+        {"enable", nlohmann::json::object()},
+    };
+    const auto& m = members_.front();
+    for (const auto& step : steps) {
+      const std::string path = "/v3/auth/" + step[0].get<std::string>();
+      const std::string reply = http_request("POST", m.host, m.client_port, path, step[1].dump());
+      if (reply.rfind("HTTP/1.0 200", 0) != 0 && reply.rfind("HTTP/1.1 200", 0) != 0) {
+        throw std::runtime_error("EtcdCluster: " + path + " failed: " + reply);
+      }
+    }
   }
 
   // Polls the member's /health until it reports a healthy cluster (it has a leader).
@@ -247,6 +280,7 @@ class EtcdCluster {
         "new",
         "--initial-cluster-token",
         token_};
+    argv.insert(argv.end(), options_.extra_args.begin(), options_.extra_args.end());
     if (options_.tls) {
       argv.insert(argv.end(),
                   {"--cert-file", options_.tls->cert_file, "--key-file", options_.tls->key_file,
@@ -333,6 +367,24 @@ class EtcdCluster {
     in.seekg(static_cast<std::streamoff>(start));
     std::string text(static_cast<std::size_t>(size) - start, '\0');
     in.read(text.data(), static_cast<std::streamsize>(text.size()));
+    return text;
+  }
+
+  static std::string base64(const std::string& bytes) {
+    static constexpr char kDigits[] =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    std::string text;
+    for (std::size_t at = 0; at < bytes.size(); at += 3) {
+      std::uint32_t group = static_cast<std::uint8_t>(bytes[at]) << 16;
+      const std::size_t count = std::min<std::size_t>(3, bytes.size() - at);
+      for (std::size_t i = 1; i < count; ++i) {
+        group |= static_cast<std::uint32_t>(static_cast<std::uint8_t>(bytes[at + i]))
+                 << (16 - 8 * i);
+      }
+      for (std::size_t i = 0; i < 4; ++i) {
+        text += i <= count ? kDigits[(group >> (18 - 6 * i)) & 0x3f] : '=';
+      }
+    }
     return text;
   }
 

@@ -1,7 +1,7 @@
 // EtcdKv against real etcd members (Debian's etcd-server) on loopback: every op with its
 // semantics, compare-and-swap races between two backends, watches, a 1,000-key multi-set,
 // lease liveness, failover when members are SIGKILLed, lost quorum, unreachable endpoints,
-// hostile members, and https with a CA made by the test.
+// hostile members, https with a CA made by the test, and etcd's user/password authentication.
 
 #include "rendezvous/backends/etcd/etcd_kv.hpp"
 
@@ -22,11 +22,13 @@
 
 #include "etcd_cluster.hpp"
 #include "rendezvous/backends/etcd/etcd_options.hpp"
+#include "test_certificates.hpp"
 
 using namespace ddprun::rendezvous;
 using namespace ddprun::rendezvous::backends::etcd;
 using ddprun::rendezvous::backends::KvBackend;
 using ddprun::rendezvous::testing::EtcdCluster;
+using ddprun::rendezvous::testing::TestCertificates;
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
@@ -195,6 +197,19 @@ TEST_CASE("etcd endpoints and options are validated where they enter", "[etcd]")
   options.tls = {};
   options.keepalive_interval = options.lease_ttl;
   CHECK_THROWS_WITH(validate(options), Catch::Contains("keep-alive interval"));
+
+  const auto login = etcd_options_from_command_line(
+      "127.0.0.1", {{"user", "job"}, {"password_file", "/run/secrets/etcd"}});
+  CHECK(login.auth.user == "job");
+  CHECK(login.auth.password_file == "/run/secrets/etcd");
+  CHECK(login.auth.password.empty());  // the launcher reads it
+  CHECK_THROWS_WITH(etcd_options_from_command_line("127.0.0.1", {{"password_file", "/p"}}),
+                    Catch::Contains("needs user"));
+  CHECK_THROWS_WITH(
+      etcd_options_from_command_line("127.0.0.1", {{"user", "job"}, {"password", "hunter2"}}),
+      Catch::Contains("password_file") && !Catch::Contains("hunter2"));
+  CHECK_THROWS_WITH(etcd_options_from_command_line("127.0.0.1", {{"user", ""}}),
+                    Catch::Contains("user"));
 }
 
 TEST_CASE("EtcdKv carries out every op with the store semantics", "[etcd]") {
@@ -839,51 +854,6 @@ TEST_CASE("EtcdKv treats a member answering garbage as a protocol error", "[etcd
   CHECK(expect<round::KvCounter>(ops.call(mixed, round::KvAdd{"n", 2})).value == 2);
 }
 
-namespace {
-
-// A CA, a member certificate for 127.0.0.1 and a client certificate, made with the openssl
-// command line in a folder this object owns.
-class TestCertificates {
- public:
-  TestCertificates() {
-    std::string pattern =
-        (std::filesystem::temp_directory_path() / "ddprun-etcd-tls-XXXXXX").string();
-    REQUIRE(::mkdtemp(pattern.data()) != nullptr);
-    dir_ = pattern;
-    const std::string d = dir_.string();
-    const std::string quiet = " >/dev/null 2>&1";
-    const std::string key = " -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
-    run("printf 'subjectAltName=IP:127.0.0.1\\nextendedKeyUsage=serverAuth,clientAuth\\n' > " + d +
-        "/server.ext");
-    run("printf 'extendedKeyUsage=clientAuth\\n' > " + d + "/client.ext");
-    for (const std::string ca : {"ca", "other-ca"}) {
-      run("openssl req -x509" + key + " -keyout " + d + "/" + ca + ".key -out " + d + "/" + ca +
-          ".pem -days 1 -subj /CN=" + ca + quiet);
-    }
-    for (const std::string who : {"server", "client"}) {
-      run("openssl req" + key + " -keyout " + d + "/" + who + ".key -out " + d + "/" + who +
-          ".csr -subj /CN=" + who + quiet);
-      run("openssl x509 -req -in " + d + "/" + who + ".csr -CA " + d + "/ca.pem -CAkey " + d +
-          "/ca.key -CAcreateserial -out " + d + "/" + who + ".pem -days 1 -extfile " + d + "/" +
-          who + ".ext" + quiet);
-    }
-  }
-  ~TestCertificates() {
-    std::error_code ignored;
-    std::filesystem::remove_all(dir_, ignored);
-  }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
-
- private:
-  static void run(const std::string& command) {
-    INFO(command);
-    REQUIRE(std::system(command.c_str()) == 0);
-  }
-  std::filesystem::path dir_;
-};
-
-}  // namespace
-
 TEST_CASE("EtcdKv speaks https with a CA, a client certificate and a key", "[etcd]") {
   TestCertificates certificates;
   EtcdCluster cluster(EtcdCluster::Options{
@@ -891,7 +861,8 @@ TEST_CASE("EtcdKv speaks https with a CA, a client certificate and a key", "[etc
       ddprun::rendezvous::testing::EtcdClusterTls{certificates.path("server.pem"),
                                                   certificates.path("server.key"),
                                                   certificates.path("ca.pem"), true},
-      30s});
+      30s,
+      {}});
   Loop loop;
   Ops ops(loop);
   auto options = options_for(cluster.endpoints(), unique_prefix("tls"));
@@ -984,9 +955,8 @@ TEST_CASE("EtcdKv throughput and watch wake-up latency on one member", "[.bench]
     measure("range", 1000, in_flight, [](int i) {
       return round::KvOp{round::KvGet{std::string("p/") + std::to_string(i % 100)}};
     });
-    measure("add (one key, contended)", 500, in_flight, [](int) {
-      return round::KvOp{round::KvAdd{"counter", 1}};
-    });
+    measure("add (one key, contended)", 500, in_flight,
+            [](int) { return round::KvOp{round::KvAdd{"counter", 1}}; });
     measure("add (distinct keys)", 500, in_flight, [](int i) {
       return round::KvOp{round::KvAdd{std::string("c/") + std::to_string(i), 1}};
     });
@@ -1030,4 +1000,84 @@ TEST_CASE("EtcdKv throughput and watch wake-up latency on one member", "[.bench]
   std::printf(
       "watch wake-up after a set by another backend: median %.2f ms, p90 %.2f ms, max %.2f ms\n",
       latencies[latencies.size() / 2], latencies[latencies.size() * 9 / 10], latencies.back());
+}
+
+TEST_CASE("EtcdKv logs in with etcd's user and password, outlives expired tokens, names a refusal",
+          "[etcd]") {
+  // Tokens die after 1 s unused; the first keep-alive comes 3 s after the beat, so every
+  // renewal meets a dead token.
+  EtcdCluster::Options cluster_options;
+  cluster_options.extra_args = {"--auth-token-ttl", "1"};
+  EtcdCluster cluster(cluster_options);
+  const std::string prefix = unique_prefix("auth");
+  cluster.enable_auth("trainer", "s3cret pass", prefix);
+  Loop loop;
+  Ops ops(loop);
+  auto options = options_for(cluster.endpoints(), prefix);
+  options.lease_ttl = 8s;
+  options.keepalive_interval = 3s;
+  options.auth.user = "trainer";
+  options.auth.password = "s3cret pass";
+  EtcdKv kv(loop.io, options);
+  EtcdKv observer(loop.io, options);
+
+  expect<round::KvDone>(ops.call(kv, round::KvSet{"k", "v"}));
+  CHECK(value_of(ops.call(kv, round::KvGet{"k"})) == "v");
+  expect<round::KvDone>(ops.call(kv, round::KvBeat{"beat/a"}));
+  const auto wait = ops.start(kv, round::KvWait{{"wake"}, 60s});
+  // Idle past the lease's TTL: only the keep-alives (with fresh tokens) keep the beat alive.
+  loop.run_for(options.lease_ttl + 2s);
+  CHECK_FALSE(ops.done(wait));
+  const auto alive = expect<round::KvLiveness>(ops.call(observer, round::KvProbe{"beat/a"}));
+  CHECK_FALSE(alive.gone);
+  CHECK(alive.counter > 0);
+  loop.run_for(3s);  // both tokens dead again
+  CHECK(expect<round::KvCounter>(ops.call(kv, round::KvAdd{"n", 2})).value == 2);
+  expect<round::KvDone>(ops.call(observer, round::KvSet{"wake", "1"}));
+  REQUIRE(ops.wait(wait, 20s));
+  CHECK(expect<round::KvReady>(ops.result(wait)).ready);
+  loop.run_for(3s);
+  const auto later_wait = ops.start(kv, round::KvWait{{"wake2"}, 60s});
+  loop.run_for(3s);
+  expect<round::KvDone>(ops.call(observer, round::KvSet{"wake2", "1"}));
+  REQUIRE(ops.wait(later_wait, 20s));
+  CHECK(expect<round::KvReady>(ops.result(later_wait)).ready);
+
+  {
+    INFO("outside the role's key prefix, etcd's permissions hold");
+    auto elsewhere = options;
+    elsewhere.key_prefix = unique_prefix("not-granted");
+    EtcdKv outsider(loop.io, elsewhere);
+    const auto error = expect<round::KvError>(ops.call(outsider, round::KvSet{"k", "v"}));
+    INFO(error.message);
+    CHECK(error.kind == round::KvErrorKind::kRejected);
+    CHECK_THAT(error.message, Catch::Contains("permission denied"));
+  }
+  {
+    INFO("a wrong password is one clear error, for this op and every later one");
+    auto wrong = options;
+    wrong.auth.password = "guess";
+    EtcdKv refused(loop.io, wrong);
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      const auto error = expect<round::KvError>(ops.call(refused, round::KvGet{"k"}));
+      INFO(error.message);
+      CHECK(error.kind == round::KvErrorKind::kRejected);
+      CHECK_THAT(error.message, Catch::StartsWith("etcd at " + cluster.endpoints() +
+                                                  ": authentication failed for user 'trainer'"));
+      CHECK_THAT(error.message, Catch::Contains("invalid user ID or password"));
+      CHECK_THAT(error.message, !Catch::Contains("guess"));
+    }
+    const auto beat = expect<round::KvError>(ops.call(refused, round::KvBeat{"beat/b"}));
+    CHECK_THAT(beat.message, Catch::Contains("authentication failed"));
+  }
+  {
+    INFO("without credentials, etcd with auth on refuses");
+    auto anonymous = options;
+    anonymous.auth = {};
+    EtcdKv stranger(loop.io, anonymous);
+    const auto error = expect<round::KvError>(ops.call(stranger, round::KvGet{"k"}));
+    INFO(error.message);
+    CHECK(error.kind == round::KvErrorKind::kRejected);
+    CHECK_THAT(error.message, Catch::Contains("user name is empty"));
+  }
 }

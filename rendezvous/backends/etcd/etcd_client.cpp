@@ -43,7 +43,10 @@ struct EtcdClient::Call {
   Handler done;
   FailoverLog log;
   std::size_t member = 0;
-  std::size_t tried = 0;  // attempts so far
+  std::size_t tried = 0;   // attempts so far
+  bool anonymous = false;  // the authenticate call itself: no token
+  std::string token;       // the token this attempt carried
+  int fresh_tokens = 0;    // how often a stale token was replaced for this call
   std::chrono::milliseconds backoff = kFirstBackoff;
   boost::asio::steady_timer backoff_timer;
 };
@@ -82,7 +85,98 @@ void EtcdClient::call(std::string path, std::string body, Retry retry, Clock::ti
     }));
     return;
   }
+  attempt_with_token(call);
+}
+
+void EtcdClient::attempt_with_token(const std::shared_ptr<Call>& call) {
+  with_token([this, call](const EtcdFailure* failure) {
+    if (failure != nullptr) {
+      finish(call, *failure);
+      return;
+    }
+    attempt(call);
+  });
+}
+
+void EtcdClient::with_token(TokenHandler then) {
+  if (!options_.auth.enabled() || !token_.empty()) {
+    then(nullptr);
+    return;
+  }
+  if (credentials_refused_) {
+    boost::asio::post(
+        io_, lifetime_.guard([this, then = std::move(then)] { then(&*credentials_refused_); }));
+    return;
+  }
+  token_waiters_.push_back(std::move(then));
+  if (!authenticating_) {
+    authenticate();
+  }
+}
+
+void EtcdClient::token_rejected(const std::string& token) {
+  if (token == token_) {
+    token_.clear();
+  }
+}
+
+void EtcdClient::authenticate() {
+  authenticating_ = true;
+  auto call = std::make_shared<Call>(io_, options_.endpoints);
+  call->path = "/v3/auth/authenticate";
+  call->body = EtcdCodec::authenticate(options_.auth.user, options_.auth.password);
+  call->deadline = Clock::now() + options_.failover_budget;
+  call->started = Clock::now();
+  call->anonymous = true;
+  call->member = preferred_;
+  call->done = [this](Outcome outcome) { on_authenticated(std::move(outcome)); };
   attempt(call);
+}
+
+void EtcdClient::on_authenticated(Outcome outcome) {
+  authenticating_ = false;
+  std::optional<EtcdFailure> failure;
+  if (auto* refused = std::get_if<EtcdFailure>(&outcome)) {
+    failure = std::move(*refused);
+    if (failure->kind == round::KvErrorKind::kRejected) {
+      // etcd answered: wrong user or password, or auth not enabled. Asking again will not help.
+      // "... etcd rejected the authenticate (HTTP 400): <etcd's reason>"
+      const auto reason_at = failure->message.find("): ");
+      const std::string reason = reason_at == std::string::npos
+                                     ? failure->message
+                                     : failure->message.substr(reason_at + 3);
+      failure->message = "etcd at " + format_endpoints(options_.endpoints) +
+                         ": authentication failed for user '" + options_.auth.user + "' (" +
+                         reason + ")";
+      credentials_refused_ = failure;
+    }
+  } else {
+    try {
+      token_ = EtcdCodec::decode_auth_token(std::get<nlohmann::json>(outcome));
+    } catch (const EtcdProtocolError& error) {
+      failure.emplace();
+      failure->kind = round::KvErrorKind::kProtocol;
+      failure->message = describe() + ": " + error.what();
+    }
+  }
+  auto waiters = std::move(token_waiters_);
+  token_waiters_.clear();
+  for (auto& then : waiters) {
+    then(failure ? &*failure : nullptr);
+  }
+}
+
+bool EtcdClient::retry_with_fresh_token(const std::shared_ptr<Call>& call,
+                                        const ErrorReply& error) {
+  constexpr int kMaxFreshTokens = 3;
+  if (call->anonymous || !options_.auth.enabled() || !EtcdCodec::is_stale_token(error) ||
+      call->fresh_tokens >= kMaxFreshTokens) {
+    return false;
+  }
+  ++call->fresh_tokens;
+  token_rejected(call->token);
+  attempt_with_token(call);
+  return true;
 }
 
 void EtcdClient::attempt(const std::shared_ptr<Call>& call) {
@@ -95,7 +189,8 @@ void EtcdClient::attempt(const std::shared_ptr<Call>& call) {
   ++active_;
   ++call->tried;
   const auto deadline = std::min(Clock::now() + options_.op_timeout, call->deadline);
-  connection->exchange(call->path, call->body, deadline,
+  call->token = call->anonymous ? std::string() : token_;
+  connection->exchange(call->path, call->body, call->token, deadline,
                        lifetime_.guard([this, call, member, connection](HttpReply reply) {
                          --active_;
                          if (connection->reusable()) {
@@ -175,6 +270,10 @@ void EtcdClient::on_reply(const std::shared_ptr<Call>& call, std::size_t member,
         maybe_applied = false;
         detail = message;
         break;
+      }
+      if (retry_with_fresh_token(call, error)) {
+        member_served(member);
+        return;
       }
       if (!error.message.empty()) {
         // etcd refused the request itself (lease not found, compacted, too large).

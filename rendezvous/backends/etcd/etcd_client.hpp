@@ -10,6 +10,11 @@
 // Retry policy: Retry::kAlways for reads and writes that may be repeated; kUnlessMaybeApplied
 // stops at the first failure after which etcd may have applied the request (the caller then
 // finds out, see CasUpdate), and reports it with maybe_applied set.
+// Authentication (options.auth): before the first request, one /v3/auth/authenticate trades
+// the user and password for a token, which every request then carries (Authorization). When
+// etcd calls the token stale (simple tokens expire after --auth-token-ttl), the client fetches
+// a new one and repeats the request. Refused credentials are final: every call from then on
+// fails at once with the same message, so a wrong password costs one exchange, not a storm.
 
 #include <chrono>
 #include <cstddef>
@@ -17,12 +22,14 @@
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
 
 #include "rendezvous/backends/etcd/beast.hpp"
 #include "rendezvous/backends/etcd/etcd_failure.hpp"
+#include "rendezvous/backends/etcd/etcd_messages.hpp"
 #include "rendezvous/backends/etcd/etcd_options.hpp"
 #include "rendezvous/backends/etcd/http_connection.hpp"
 #include "rendezvous/backends/etcd/lifetime.hpp"
@@ -55,6 +62,15 @@ class EtcdClient {
   void call(std::string path, std::string body, Retry retry, Clock::time_point deadline,
             Handler done);
 
+  // Runs then(nullptr) once a token is at hand (at once when auth is off or a token is
+  // cached), or then(&failure) when none could be had. Handlers run on the io_context thread.
+  using TokenHandler = std::function<void(const EtcdFailure* failure)>;
+  void with_token(TokenHandler then);
+  // The Authorization header's value for streams: the current token, or empty.
+  std::string token() const { return token_; }
+  // etcd called this token stale: the next with_token() fetches a new one.
+  void token_rejected(const std::string& token);
+
   // Closes every connection; pending calls never complete. Later calls fail.
   void close();
 
@@ -75,11 +91,17 @@ class EtcdClient {
  private:
   struct Call;
   void attempt(const std::shared_ptr<Call>& call);
+  // attempt() once a token is at hand (at once without auth); fails the call without one.
+  void attempt_with_token(const std::shared_ptr<Call>& call);
   void on_reply(const std::shared_ptr<Call>& call, std::size_t member, HttpConnection& connection,
                 HttpReply reply);
   void next_member(const std::shared_ptr<Call>& call);
   void give_up(const std::shared_ptr<Call>& call);
   void finish(const std::shared_ptr<Call>& call, Outcome outcome);
+  void authenticate();
+  void on_authenticated(Outcome outcome);
+  // etcd refused the call's token as stale: fetch a fresh one and try again (a few times).
+  bool retry_with_fresh_token(const std::shared_ptr<Call>& call, const ErrorReply& error);
   void serve_waiting();
   std::shared_ptr<HttpConnection> take_connection(std::size_t member);
   void keep_connection(std::size_t member, std::shared_ptr<HttpConnection> connection);
@@ -93,6 +115,10 @@ class EtcdClient {
   std::vector<std::vector<std::shared_ptr<HttpConnection>>> idle_;  // per member
   std::vector<std::weak_ptr<HttpConnection>> open_;  // every connection handed out, to close
   std::deque<std::shared_ptr<Call>> waiting_;
+  std::string token_;  // empty: none yet (or auth is off)
+  bool authenticating_ = false;
+  std::vector<TokenHandler> token_waiters_;
+  std::optional<EtcdFailure> credentials_refused_;
   Lifetime lifetime_;
 };
 

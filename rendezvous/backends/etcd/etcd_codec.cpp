@@ -234,6 +234,10 @@ std::string EtcdCodec::lease_revoke(std::int64_t id) {
   return json{{"ID", std::to_string(id)}}.dump();
 }
 
+std::string EtcdCodec::authenticate(const std::string& user, const std::string& password) {
+  return json{{"name", user}, {"password", password}}.dump();
+}
+
 std::string EtcdCodec::watch_create(const std::string& key, const std::string& range_end,
                                     std::int64_t start_revision) {
   json create = {{"key", base64_encode(key)}};
@@ -300,6 +304,21 @@ LeaseGrantReply EtcdCodec::decode_lease_grant(const json& reply) {
     bad("a lease grant reply without a lease ID or TTL");
   }
   return grant;
+}
+
+std::string EtcdCodec::decode_auth_token(const json& reply) {
+  require_object(reply, "an authenticate reply");
+  const auto token = reply.find("token");
+  if (token == reply.end() || !token->is_string() || token->get_ref<const std::string&>().empty()) {
+    bad("an authenticate reply without a token");
+  }
+  return token->get<std::string>();
+}
+
+bool EtcdCodec::is_stale_token(const ErrorReply& error) {
+  // etcd 3.4's rpctypes: ErrGRPCInvalidAuthToken, ErrGRPCAuthOldRevision.
+  return error.message.find("invalid auth token") != std::string::npos ||
+         error.message.find("auth store is old") != std::string::npos;
 }
 
 KeepAliveReply EtcdCodec::decode_keepalive(const json& reply) {

@@ -34,6 +34,7 @@ class EtcdCodec {
   static std::string lease_grant(std::int64_t ttl_seconds);
   static std::string lease_keepalive(std::int64_t id);
   static std::string lease_revoke(std::int64_t id);
+  static std::string authenticate(const std::string& user, const std::string& password);
   static std::string watch_create(const std::string& key, const std::string& range_end,
                                   std::int64_t start_revision);
 
@@ -46,6 +47,11 @@ class EtcdCodec {
   static LeaseGrantReply decode_lease_grant(const nlohmann::json& reply);
   // The one message of a keep-alive stream: {"result":{...}} or {"error":{...}}.
   static KeepAliveReply decode_keepalive(const nlohmann::json& reply);
+  // The token of an /v3/auth/authenticate reply.
+  static std::string decode_auth_token(const nlohmann::json& reply);
+  // etcd refused a request for its auth token (expired, or the auth store changed since it was
+  // issued): a fresh token makes the same request pass.
+  static bool is_stale_token(const ErrorReply& error);
   static WatchMessage decode_watch(const nlohmann::json& line);
   // Lenient: any JSON; fields that are missing or of the wrong type stay empty.
   static ErrorReply decode_error(const nlohmann::json& reply);

@@ -132,6 +132,15 @@ void validate(const EtcdOptions& options) {
         "rdzv_conf: cert and key go together (client certificate and "
         "its private key)");
   }
+  const auto& auth = options.auth;
+  if (!auth.enabled() && !auth.password_file.empty()) {
+    throw std::invalid_argument("rdzv_conf password_file: needs user (the etcd user it is for)");
+  }
+  for (const char c : auth.user) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f || c == '\'' || c == '"') {
+      throw std::invalid_argument("rdzv_conf user: has a control character or a quote");
+    }
+  }
 }
 
 namespace {
@@ -191,6 +200,17 @@ EtcdOptions etcd_options_from_command_line(std::string_view endpoints,
   options.tls.ca_file = conf_value(rdzv_conf, "cacert");
   options.tls.cert_file = conf_value(rdzv_conf, "cert");
   options.tls.key_file = conf_value(rdzv_conf, "key");
+  options.auth.user = conf_value(rdzv_conf, "user");
+  options.auth.password_file = conf_value(rdzv_conf, "password_file");
+  if (rdzv_conf.contains("user") && options.auth.user.empty()) {
+    throw std::invalid_argument("rdzv_conf user: empty; give the etcd user's name");
+  }
+  if (rdzv_conf.contains("password")) {
+    throw std::invalid_argument(
+        "rdzv_conf password: a password on the command line is visible to every user of the "
+        "machine; give password_file=PATH (mode 0600) or the environment variable " +
+        std::string(kEtcdPasswordEnv));
+  }
   const auto prefix = rdzv_conf.find("etcd_prefix");
   const std::string folder =
       checked_prefix(prefix == rdzv_conf.end() ? std::string(kDefaultEtcdPrefix) : prefix->second);

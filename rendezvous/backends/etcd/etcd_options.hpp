@@ -29,6 +29,18 @@ struct EtcdTls {
   std::string key_file;   // key: its private key (PEM)
 };
 
+// etcd's own user/password authentication (rdzv_conf user, password_file; or the environment
+// variable DDPRUN_ETCD_PASSWORD): the client trades them for a token (/v3/auth/authenticate)
+// and sends it with every request. The launcher reads the password; it is never printed.
+struct EtcdAuth {
+  std::string user;           // empty: no authentication by user
+  std::string password_file;  // where the launcher read the password from; empty: environment
+  std::string password;
+  bool enabled() const { return !user.empty(); }
+};
+
+inline constexpr std::string_view kEtcdPasswordEnv = "DDPRUN_ETCD_PASSWORD";
+
 struct EtcdOptions {
   std::vector<EtcdEndpoint> endpoints;
   // Every key of this run lives under it, e.g. "/ddprun/<run_id>/".
@@ -43,6 +55,7 @@ struct EtcdOptions {
   // How long one operation may keep trying (other members, reconnecting) before it fails.
   std::chrono::milliseconds failover_budget{15000};
   EtcdTls tls;
+  EtcdAuth auth;
   HttpLimits limits;
 };
 
@@ -55,7 +68,8 @@ inline constexpr std::size_t kMaxEtcdPrefixBytes = 256;
 // What the command line says about an etcd rendezvous: the members (--rdzv_endpoint) and
 // --rdzv_conf's etcd keys, torchrun's names: protocol (http|https), cacert, cert, key, and
 // etcd_prefix (a key folder every run's keys go under; default /, so a run's keys are
-// /ddprun/rdzv/<run_id>/...). Durations keep their defaults (the agent derives them from the
+// /ddprun/rdzv/<run_id>/...), and ddprun's user and password_file (auth.password stays empty:
+// the launcher reads it). Durations keep their defaults (the agent derives them from the
 // round's settings). Throws std::invalid_argument naming the option at fault.
 EtcdOptions etcd_options_from_command_line(std::string_view endpoints,
                                            const std::map<std::string, std::string>& rdzv_conf);

@@ -100,22 +100,24 @@ beast::tcp_stream& HttpConnection::lowest_layer() {
   return secure_ ? secure_->next_layer() : *plain_;
 }
 
-void HttpConnection::exchange(std::string target, std::string body, Clock::time_point deadline,
-                              ReplyHandler done) {
+void HttpConnection::exchange(std::string target, std::string body, std::string authorization,
+                              Clock::time_point deadline, ReplyHandler done) {
   streaming_ = false;
   done_ = std::move(done);
-  begin(std::move(target), std::move(body), deadline);
+  begin(std::move(target), std::move(body), std::move(authorization), deadline);
 }
 
-void HttpConnection::stream(std::string target, std::string body, Clock::time_point header_deadline,
-                            LineHandler on_line, ReplyHandler on_end) {
+void HttpConnection::stream(std::string target, std::string body, std::string authorization,
+                            Clock::time_point header_deadline, LineHandler on_line,
+                            ReplyHandler on_end) {
   streaming_ = true;
   on_line_ = std::move(on_line);
   done_ = std::move(on_end);
-  begin(std::move(target), std::move(body), header_deadline);
+  begin(std::move(target), std::move(body), std::move(authorization), header_deadline);
 }
 
-void HttpConnection::begin(std::string target, std::string body, Clock::time_point deadline) {
+void HttpConnection::begin(std::string target, std::string body, std::string authorization,
+                           Clock::time_point deadline) {
   busy_ = true;
   request_sent_ = false;
   deadline_ = deadline;
@@ -127,6 +129,9 @@ void HttpConnection::begin(std::string target, std::string body, Clock::time_poi
   request_.set(http::field::content_type, "application/json");
   request_.set(beast::string_view(kRequireLeaderHeader.data(), kRequireLeaderHeader.size()),
                "true");
+  if (!authorization.empty()) {
+    request_.set(http::field::authorization, authorization);
+  }
   request_.keep_alive(true);
   request_.body() = std::move(body);
   request_.prepare_payload();

@@ -59,17 +59,18 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   ~HttpConnection();
 
   // POSTs body to target (connecting first if needed) and reads the whole reply, all before
-  // deadline. One exchange at a time.
-  void exchange(std::string target, std::string body, Clock::time_point deadline,
-                ReplyHandler done);
+  // deadline. One exchange at a time. authorization: etcd's auth token for the Authorization
+  // header; empty: none.
+  void exchange(std::string target, std::string body, std::string authorization,
+                Clock::time_point deadline, ReplyHandler done);
 
   // POSTs body to target and reads a chunked reply of newline-separated messages: the status
   // line and header must arrive before header_deadline; then each complete line goes to
   // on_line, with no deadline, until the stream ends or fails (on_end, which always reports a
   // failure: a stream is not meant to end) or close() is called. A non-200 status ends it at
   // once with failure kNone and that status.
-  void stream(std::string target, std::string body, Clock::time_point header_deadline,
-              LineHandler on_line, ReplyHandler on_end);
+  void stream(std::string target, std::string body, std::string authorization,
+              Clock::time_point header_deadline, LineHandler on_line, ReplyHandler on_end);
 
   // Connected, no exchange in flight, and both sides keep the connection alive.
   bool reusable() const { return connected_ && !busy_ && !closed_; }
@@ -88,7 +89,8 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   void with_stream(Function&& function);
   boost::beast::tcp_stream& lowest_layer();
 
-  void begin(std::string target, std::string body, Clock::time_point deadline);
+  void begin(std::string target, std::string body, std::string authorization,
+             Clock::time_point deadline);
   void resolve();
   void connect(const boost::asio::ip::tcp::resolver::results_type& results);
   void handshake();

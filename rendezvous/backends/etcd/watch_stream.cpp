@@ -40,10 +40,25 @@ void WatchStream::open() {
   if (stopped_) {
     return;
   }
+  client_.with_token(lifetime_.guard([this](const EtcdFailure* failure) {
+    if (stopped_) {
+      return;
+    }
+    if (failure != nullptr) {
+      stopped_ = true;
+      handlers_.on_failure(*failure);
+      return;
+    }
+    open_with_token();
+  }));
+}
+
+void WatchStream::open_with_token() {
   created_ = false;
+  token_ = client_.token();
   connection_ = client_.stream_connection(member_);
   connection_->stream(
-      "/v3/watch", EtcdCodec::watch_create(key_, range_end_, next_revision_),
+      "/v3/watch", EtcdCodec::watch_create(key_, range_end_, next_revision_), token_,
       Clock::now() + client_.options().op_timeout,
       lifetime_.guard([this](std::string_view line) { on_line(line); }),
       lifetime_.guard([this](HttpReply reply) {
@@ -69,6 +84,9 @@ void WatchStream::on_line(std::string_view line) {
     return;
   }
   if (message.error) {
+    if (EtcdCodec::is_stale_token(ErrorReply{0, *message.error})) {
+      client_.token_rejected(token_);
+    }
     on_trouble(message.error_unavailable ? Trouble::kNoLeader : Trouble::kUnreachable,
                "watch ended: " + *message.error);
     return;
@@ -87,6 +105,10 @@ void WatchStream::on_line(std::string_view line) {
       connection_->close();
       handlers_.on_compacted();
       return;
+    }
+    if (EtcdCodec::is_stale_token(ErrorReply{0, message.cancel_reason})) {
+      // etcd checks a watch's token when it creates the watch: reopen with a fresh one.
+      client_.token_rejected(token_);
     }
     on_trouble(Trouble::kNoLeader, "watch canceled: " + message.cancel_reason);
     return;

@@ -48,6 +48,7 @@ class WatchStream {
   using Clock = std::chrono::steady_clock;
 
   void open();
+  void open_with_token();
   void on_line(std::string_view line);
   void on_trouble(FailoverLog::Trouble trouble, const std::string& detail);
   void reopen_later();
@@ -58,6 +59,7 @@ class WatchStream {
   std::int64_t next_revision_;  // the first revision not delivered yet
   Handlers handlers_;
   std::shared_ptr<HttpConnection> connection_;
+  std::string token_;  // the auth token the current stream carries
   std::size_t member_ = 0;
   bool created_ = false;  // the current stream confirmed the watch
   bool stopped_ = false;
