@@ -2,10 +2,12 @@
 // one of them) run a worker group; a hostile client on a raw socket (not an agent: it speaks
 // the store protocol itself) writes junk into every rendezvous key of the running round.
 // Both agents must stop within seconds with exit status 1 and a message naming a corrupt
-// key, never "lost the connection", and nothing may crash.
+// key, never "lost the connection", and nothing may crash. With a job secret the same junk,
+// through every opcode, is refused at the store: the job finishes and its snapshots are intact.
 
 #include <catch2/catch.hpp>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <string>
 #include <vector>
@@ -26,11 +28,18 @@ namespace {
 
 const std::string kRunId = "corrupt";
 
-std::vector<std::string> agent_argv(uint16_t port, int node) {
-  // The workers ignore SIGTERM, so each agent holds them (and the store's host keeps its store
-  // up) for --shutdown_timeout before SIGKILL: both agents read the junk before the store can
-  // go away with its host, whatever the order in which they notice it.
-  const std::string worker = "trap '' TERM; echo $$ > \"$DIR/pid-$RANK\"; exec sleep 60";
+// The workers ignore SIGTERM, so each agent holds them (and the store's host keeps its store
+// up) for --shutdown_timeout before SIGKILL: both agents read the junk before the store can go
+// away with its host, whatever the order in which they notice it.
+const std::string kSleepingWorker = "trap '' TERM; echo $$ > \"$DIR/pid-$RANK\"; exec sleep 60";
+// A training stand-in: runs until the test says go, then writes its snapshot and succeeds.
+const std::string kSnapshottingWorker =
+    "echo $$ > \"$DIR/pid-$RANK\"; while [ ! -e \"$DIR/go\" ]; do sleep 0.05; done; "
+    "echo \"snapshot of rank $RANK, world $WORLD_SIZE\" > \"$DIR/snapshot-$RANK.tmp\" && "
+    "mv \"$DIR/snapshot-$RANK.tmp\" \"$DIR/snapshot-$RANK\"";
+const std::string kSecret = "hostile-test-secret-0123456789";
+
+std::vector<std::string> agent_argv(uint16_t port, int node, const std::string& worker) {
   return {ddprun_binary(),
           "--nnodes",
           "2",
@@ -85,9 +94,10 @@ class HostileClient {
 // Two agents whose workers run, then junk, then the checks every hostile run shares.
 class RunningJob {
  public:
-  RunningJob()
-      : host_(agent_argv(port_, 2), dir_ / "agent-2", env()),
-        other_(agent_argv(port_, 3), dir_ / "agent-3", env()) {
+  explicit RunningJob(const std::string& worker = kSleepingWorker, std::string secret = "")
+      : secret_(std::move(secret)),
+        host_(agent_argv(port_, 2, worker), dir_ / "agent-2", env()),
+        other_(agent_argv(port_, 3, worker), dir_ / "agent-3", env()) {
     for (int rank = 0; rank < 4; ++rank) {
       INFO(host_.output() + other_.output());
       REQUIRE(wait_for_file(
@@ -97,6 +107,9 @@ class RunningJob {
   }
 
   uint16_t port() const { return port_; }
+  const TempDir& dir() const { return dir_; }
+  Process& host() { return host_; }
+  Process& other() { return other_; }
 
   // Both agents exit 1 (no signal), each naming a corrupt key, never "lost the connection";
   // their workers are gone. Returns the host agent's output.
@@ -125,8 +138,14 @@ class RunningJob {
   }
 
  private:
-  std::map<std::string, std::string> env() const { return {{"DIR", dir_.path()}}; }
+  std::map<std::string, std::string> env() const {
+    std::map<std::string, std::string> env = {{"DIR", dir_.path()}};
+    if (!secret_.empty())
+      env["DDPRUN_RDZV_SECRET"] = secret_;
+    return env;
+  }
 
+  std::string secret_;
   TempDir dir_;
   uint16_t port_ = free_port("127.0.0.2");
   Process host_;
@@ -189,4 +208,80 @@ TEST_CASE("counters an agent adds to hold no integer: corrupt, not a lost connec
                {keys.exit_count(r), "\xff"}});
   const std::string host_output = job.check_both_stop_naming_a_corrupt_key();
   CHECK_THAT(host_output, Catch::Contains("not a counter"));
+}
+
+TEST_CASE("with a job secret, junk through every opcode is refused and the job finishes intact") {
+  RunningJob job(kSnapshottingWorker, kSecret);
+  const RoundKeys keys(kRunId);
+  const uint64_t r = 0;
+  const std::string four_mib(std::size_t{4} << 20, 'x');
+  std::vector<std::string> targets = {
+      keys.config(),          keys.round(),     keys.restarts(),     keys.job_closed(),
+      keys.joined(r),         keys.expected(r), keys.close_claim(r), keys.closed(r),
+      keys.master(r),         keys.waiting(r),  keys.lost(r),        keys.fail_claim(r),
+      keys.failed(r),         keys.reform(r),   keys.exit_count(r),  keys.left(r),
+      keys.stacks_requests(r)};
+  for (int slot = 1; slot <= 2; ++slot) {
+    for (const auto& key : {keys.node(r, slot), keys.assignment(r, slot), keys.wake(r, slot),
+                            keys.heartbeat(r, slot)})
+      targets.push_back(key);
+  }
+  const StoreKvRequests requests{WireGeneration::g2};
+  const int64_t int64_max = std::numeric_limits<int64_t>::max();
+  // Every opcode that names a key, with junk, multi-MiB values and counters near overflow:
+  // each on a connection of its own, which the store must close at that request.
+  const std::vector<std::function<std::string(const std::string&)>> attacks = {
+      [&](const std::string& key) { return requests.set(key, "\xff\xfe"); },
+      [&](const std::string& key) { return requests.set(key, four_mib); },
+      [&](const std::string& key) { return requests.add(key, int64_max); },
+      [&](const std::string& key) { return requests.add(key, int64_t{1} << 62); },
+      [&](const std::string& key) { return requests.compare_set(key, "", "1e308"); },
+      [&](const std::string& key) { return requests.append(key, "{\"nodes\": 2}"); },
+      [&](const std::string& key) { return requests.multi_set({key}, {""}); },
+      [&](const std::string& key) { return requests.get(key); },
+      [&](const std::string& key) { return requests.multi_get({key}); },
+      [&](const std::string& key) { return requests.check({key}); },
+      [&](const std::string& key) { return requests.wait({key}); },
+  };
+  int refused = 0;
+  for (const auto& key : targets) {
+    for (const auto& attack : attacks) {
+      RawConnection hostile(job.port(), "127.0.0.2");
+      hostile.send(StoreKvRequests::validate_and_ping(7));
+      REQUIRE(hostile.receive(4).size() == 4);
+      INFO(key);
+      bool closed = false;
+      try {
+        hostile.send(attack(key));
+        closed = hostile.closed_within(5s);
+      } catch (const ddprun::rendezvous::store::SocketBroken&) {
+        closed = true;  // cut off while it was still sending
+      }
+      CHECK(closed);
+      ++refused;
+    }
+  }
+  CHECK(refused == static_cast<int>(targets.size() * attacks.size()));
+  // PyTorch's own keys stay open to everyone, as the workers need them.
+  {
+    RawConnection pytorch_like(job.port(), "127.0.0.2");
+    pytorch_like.send(StoreKvRequests::validate_and_ping(9));
+    REQUIRE(pytorch_like.receive(4).size() == 4);
+    pytorch_like.send(requests.add("/worker_count", 1));
+    CHECK(pytorch_like.receive(8).size() == 8);
+  }
+
+  // The job never noticed: it finishes, every snapshot whole.
+  write_file(job.dir() / "go", "");
+  const auto host_status = job.host().wait_exit(60s);
+  const auto other_status = job.other().wait_exit(60s);
+  const std::string outputs = job.host().output() + job.other().output();
+  INFO(outputs);
+  CHECK(host_status == 0);
+  CHECK(other_status == 0);
+  CHECK_THAT(outputs, !Catch::Contains("is corrupt") && !Catch::Contains("rendezvous failed"));
+  for (int rank = 0; rank < 4; ++rank) {
+    CHECK(read_file(job.dir() / ("snapshot-" + std::to_string(rank))) ==
+          "snapshot of rank " + std::to_string(rank) + ", world 4\n");
+  }
 }
