@@ -8,10 +8,14 @@
 //            keep_alive_max_attempt), printed beside it.
 // With --etcd ENDPOINTS the agents use the etcd backend against that cluster instead (each
 // simulation under a run id of its own); a crashed agent's lease then expires after its TTL.
+// With --secret-compare the store has a job secret (every agent connection proves it with
+// HMAC-SHA256 over the store's challenge) and each N runs open and with the secret, alternating,
+// with the ratio of their medians (form and re-form after a leave; no crash).
 // Usage: rendezvous_sim [--etcd ENDPOINTS] [--agents 1024,4096,16384]
-//        [--repeats 3] [--no-crash]
+//        [--repeats 3] [--no-crash] [--secret-compare]
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -48,6 +52,29 @@ struct Meeting {
   uint16_t store_port = 0;
   std::string etcd_endpoints;  // non-empty: the etcd backend
   std::string run_id = "sim";
+  std::string secret;  // non-empty: the store's job secret, which every agent proves
+};
+
+constexpr const char* kSimSecret = "rendezvous-sim-job-secret-0123456789abcdef";
+
+// The secret for ddprun-store --secret-file: a file only its owner may read (mkstemp's 0600).
+class SecretFile {
+ public:
+  explicit SecretFile(const std::string& secret) {
+    std::string templ = "/tmp/ddprun-sim-secret-XXXXXX";
+    const int fd = ::mkstemp(templ.data());
+    if (fd < 0 || ::write(fd, secret.data(), secret.size()) != static_cast<ssize_t>(secret.size()))
+      throw std::runtime_error("cannot write a secret file in /tmp");
+    ::close(fd);
+    path_ = templ;
+  }
+  ~SecretFile() { ::unlink(path_.c_str()); }
+  SecretFile(const SecretFile&) = delete;
+  SecretFile& operator=(const SecretFile&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
 };
 
 agent::RendezvousConfig agent_config(const Meeting& meeting, int nodes, int index) {
@@ -56,6 +83,7 @@ agent::RendezvousConfig agent_config(const Meeting& meeting, int nodes, int inde
   c.host = "127.0.0.1";
   c.port = meeting.store_port;
   c.run_id = meeting.run_id;
+  c.secret = meeting.secret;
   const std::map<std::string, std::string> conf = {
       {"is_host", "0"},
       {"join_timeout", "300"},
@@ -88,10 +116,17 @@ struct Sample {
 
 class Simulation {
  public:
-  Simulation(const std::string& etcd_endpoints, int nodes) : nodes_(nodes) {
+  Simulation(const std::string& etcd_endpoints, int nodes, bool secret = false) : nodes_(nodes) {
     Meeting meeting;
     if (etcd_endpoints.empty()) {
-      store_.emplace();  // the ddprun-store built beside this program, as the tests start it
+      // The ddprun-store built beside this program, as the tests start it.
+      if (secret) {
+        secret_file_.emplace(kSimSecret);
+        meeting.secret = kSimSecret;
+        store_.emplace(std::vector<std::string>{"--secret-file", secret_file_->path()});
+      } else {
+        store_.emplace();
+      }
       meeting.store_port = store_->port;
     } else {
       // Keys of earlier simulations stay in etcd: a fresh run id keeps them apart.
@@ -165,6 +200,7 @@ class Simulation {
     }
   }
 
+  std::optional<SecretFile> secret_file_;
   std::optional<rendezvous::store::testing::StoreDaemon> store_;
   int nodes_;
   boost::asio::io_context io_;
@@ -216,11 +252,48 @@ std::vector<int> parse_list(const std::string& text) {
 
 }  // namespace
 
+// Each N open and with a secret, alternating, so both meet the same machine load.
+void compare_secret(const std::vector<int>& sizes, int repeats,
+                    const rendezvous::store::DescriptorLimit& limit) {
+  std::printf(
+      "| agents | form open (s) | form with secret (s) | ratio | re-form open (s) | "
+      "re-form with secret (s) | ratio |\n");
+  std::printf("|---:|---:|---:|---:|---:|---:|---:|\n");
+  for (int n : sizes) {
+    if (const auto shortage = shortage_for(n, limit)) {
+      std::printf("| %d | NOT RUN: %s | | | | | |\n", n, shortage->c_str());
+      std::fflush(stdout);
+      continue;
+    }
+    std::vector<double> form[2], leave[2];
+    try {
+      for (int r = 0; r < repeats; ++r) {
+        for (int with_secret = 0; with_secret < 2; ++with_secret) {
+          Simulation sim("", n, with_secret == 1);
+          const Sample s = sim.run(false);
+          form[with_secret].push_back(s.form_s);
+          leave[with_secret].push_back(s.leave_s);
+        }
+      }
+    } catch (const std::exception& error) {
+      std::printf("| %d | FAILED: %s | | | | | |\n", n, error.what());
+      std::fflush(stdout);
+      continue;
+    }
+    const double f0 = median(form[0]), f1 = median(form[1]);
+    const double l0 = median(leave[0]), l1 = median(leave[1]);
+    std::printf("| %d | %.3f | %.3f | %.2f | %.3f | %.3f | %.2f |\n", n, f0, f1, f1 / f0, l0, l1,
+                l1 / l0);
+    std::fflush(stdout);
+  }
+}
+
 int main(int argc, char** argv) {
   std::string etcd;
   std::vector<int> sizes = {256, 1024, 4096, 16384};
   int repeats = 3;
   bool crash = true;
+  bool secret_compare = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--etcd" && i + 1 < argc) {
@@ -231,9 +304,11 @@ int main(int argc, char** argv) {
       repeats = std::stoi(argv[++i]);
     } else if (arg == "--no-crash") {
       crash = false;
+    } else if (arg == "--secret-compare") {
+      secret_compare = true;
     } else {
       std::cerr << "usage: rendezvous_sim [--etcd ENDPOINTS] [--agents N,N,...] "
-                   "[--repeats R] [--no-crash]\n";
+                   "[--repeats R] [--no-crash] [--secret-compare]\n";
       return 2;
     }
   }
@@ -250,6 +325,14 @@ int main(int argc, char** argv) {
               etcd.empty() ? "one ddprun-store" : ("etcd at " + etcd).c_str());
   std::printf("(medians of %d runs; crash includes the loss threshold of %.1f s)\n\n", repeats,
               kKeepAliveS * kKeepAliveAttempts);
+  if (secret_compare) {
+    if (!etcd.empty()) {
+      std::cerr << "rendezvous_sim: --secret-compare is for the store (etcd has its own auth)\n";
+      return 2;
+    }
+    compare_secret(sizes, repeats, limit);
+    return 0;
+  }
   std::printf("| agents | form (s) | re-form after a leave (s) | re-form after a crash (s) |\n");
   std::printf("|---:|---:|---:|---:|\n");
   for (int n : sizes) {

@@ -1,6 +1,7 @@
 #!/bin/bash
 # One command: builds ddprun-store and the simulator, then prints the table.
 # Usage: bench/rendezvous/run.sh [BUILD_DIR] [--etcd-cluster] [rendezvous_sim options...]
+# (--secret-compare: each size open and with a job secret, and their ratio)
 # --etcd-cluster: the agents use the etcd backend against a 3-member etcd (Debian's etcd-server)
 # this script starts on 127.0.0.1-3 in a folder of its own and stops by PID at the end.
 set -euo pipefail
