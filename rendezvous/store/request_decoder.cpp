@@ -98,15 +98,7 @@ class FieldReader {
       return fail(std::string(what) + " length " + std::to_string(length) +
                   " exceeds the limit of " + std::to_string(limit));
     }
-    const auto size = static_cast<std::size_t>(length);
-    if (!need(size)) {
-      return false;
-    }
-    if (materialize_) {
-      out.emplace_back(reinterpret_cast<const char*>(input_.data() + position_), size);
-    }
-    position_ += size;
-    return true;
+    return read_fixed(out, static_cast<std::size_t>(length));
   }
 
   std::span<const std::uint8_t> input_;
