@@ -58,7 +58,8 @@ constexpr std::array kOptions{
                "Worker role name (ROLE_NAME, and the [role0]: log prefix). Default: default."},
     OptionSpec{"start_method", "start-method", '\0', kValue, kWorkers, true,
                "spawn|fork|forkserver",
-               "Accepted for compatibility; workers are always separate processes. "
+               "Accepted for torchrun scripts and has no effect: every worker is a separate "
+               "process started with fork and exec, so the three methods give the same worker. "
                "Default spawn."},
     OptionSpec{"numa_binding", "numa-binding", '\0', kValue, kWorkers, false,
                "node|socket|exclusive|core-complex",
