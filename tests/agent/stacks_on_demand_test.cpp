@@ -14,15 +14,17 @@ using namespace std::chrono_literals;
 using ddprun::agent::StacksAnswer;
 using namespace ddprun::agent::e2e;
 
-// Waits in a named function until the go file exists, so the stacks have a frame to find.
+// Waits in a named function until the go file exists, so the stacks have a frame to find. Its
+// lines go out in one write each: the ranks share the agent's stdout, and an unbuffered print()
+// writes its pieces apart.
 constexpr const char* kWorker =
     "import os, sys, time\n"
     "def wait_for_go(go):\n"
     "    while not os.path.exists(go):\n"
     "        time.sleep(0.05)\n"
-    "print('rank', os.environ['RANK'], 'started', flush=True)\n"
+    "os.write(1, ('rank %s started\\n' % os.environ['RANK']).encode())\n"
     "wait_for_go(sys.argv[1])\n"
-    "print('rank', os.environ['RANK'], 'done', flush=True)\n";
+    "os.write(1, ('rank %s done\\n' % os.environ['RANK']).encode())\n";
 
 std::vector<std::string> rendezvous_args(uint16_t port, const std::string& run_id) {
   return {"--rdzv-backend", "c10d", "--rdzv-endpoint", "127.0.0.1:" + std::to_string(port),

@@ -87,6 +87,8 @@ TEST_CASE("a deliberately slow rank is reported with its host, and not killed",
           "[straggler][e2e]") {
   TempDir dir;
   // Every rank beats once per "step"; rank 3 steps six times slower. All stop at the go file.
+  // Lines go out in one write each: the ranks share the agent's stdout, and an unbuffered
+  // print() writes its pieces apart, so two ranks' words could interleave.
   write_file(dir / "worker.py",
              "import os, sys, time\n"
              "fd = int(os.environ['DDPRUN_HEARTBEAT_FD'])\n"
@@ -94,7 +96,7 @@ TEST_CASE("a deliberately slow rank is reported with its host, and not killed",
              "while not os.path.exists(sys.argv[1]):\n"
              "    os.write(fd, b'.')\n"
              "    time.sleep(step)\n"
-             "print('rank', os.environ['RANK'], 'done', flush=True)\n");
+             "os.write(1, ('rank %s done\\n' % os.environ['RANK']).encode())\n");
   const std::string go = dir / "go";
   const uint16_t port = free_port();
   std::vector<std::unique_ptr<Process>> agents;
