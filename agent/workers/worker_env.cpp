@@ -31,6 +31,10 @@ std::string virtual_local_rank_device(const EnvMap& inherited, int local_rank) {
   return std::string(common::trim(rest.substr(0, rest.find(','))));
 }
 
+// Credentials the agent has already used. Workers speak only to their round's store, which has
+// no authentication, so a worker (or whatever it runs, or a core dump of it) has no use for them.
+constexpr std::string_view kAgentOnlySecrets[] = {"DDPRUN_RDZV_SECRET", "DDPRUN_ETCD_PASSWORD"};
+
 }  // namespace
 
 EnvMap build_worker_env(const WorkerSpec& workers, const RoundInfo& round,
@@ -38,6 +42,8 @@ EnvMap build_worker_env(const WorkerSpec& workers, const RoundInfo& round,
   EnvMap env = inputs.inherited;
   for (const auto& [name, value] : workers.env_overrides)
     env[name] = value;
+  for (const auto name : kAgentOnlySecrets)
+    env.erase(std::string(name));
 
   const int local_rank = inputs.local_rank;
   const int global_rank = round.base_global_rank + local_rank;

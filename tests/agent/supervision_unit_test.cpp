@@ -85,6 +85,22 @@ TEST_CASE("worker environment keeps inherited tuning and applies launcher overri
   CHECK(env.at("TORCHELASTIC_ERROR_FILE").empty());
 }
 
+TEST_CASE("workers never inherit the agent's job secret or etcd password") {
+  WorkerSpec config;
+  WorkerEnvInputs inputs{{{"DDPRUN_RDZV_SECRET", "s3cret"},
+                          {"DDPRUN_ETCD_PASSWORD", "hunter2"},
+                          {"DDPRUN_RDZV_SECRET_FILE", "/run/job.secret"},
+                          {"HOME", "/home/u"}},
+                         0,
+                         ""};
+  const EnvMap env = build_worker_env(config, two_node_round(), inputs);
+  CHECK_FALSE(env.contains("DDPRUN_RDZV_SECRET"));
+  CHECK_FALSE(env.contains("DDPRUN_ETCD_PASSWORD"));
+  CHECK(env.at("DDPRUN_RDZV_SECRET_FILE") ==
+        "/run/job.secret");  // a path, readable by its owner only
+  CHECK(env.at("HOME") == "/home/u");
+}
+
 TEST_CASE("worker environment passes an inherited pre-2.2 NCCL_ASYNC_ERROR_HANDLING on") {
   WorkerSpec config;
   WorkerEnvInputs inputs{{{"NCCL_ASYNC_ERROR_HANDLING", "0"}}, 0, ""};
