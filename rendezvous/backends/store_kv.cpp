@@ -241,7 +241,7 @@ class StoreKv::Core : public std::enable_shared_from_this<StoreKv::Core> {
 
   // A new connection, handed to `then` unless the backend was abandoned meanwhile.
   using DialedHandler = void (Core::*)(ConnectionPtr, std::optional<Failure>);
-  void dial(DialedHandler then);
+  void dial(std::chrono::milliseconds budget, DialedHandler then);
   // Stops dialing and closes every connection (abandon, close).
   void close_connections();
 
@@ -296,6 +296,12 @@ class StoreKv::Core : public std::enable_shared_from_this<StoreKv::Core> {
   // How long ops may wait for a connection now.
   std::chrono::milliseconds connect_budget() const {
     return ever_connected_ ? options_.reconnect_timeout : options_.connect_timeout;
+  }
+  // A wait's connection while the main one is open is not a reconnect: the store is up, only
+  // slow to accept (thousands of agents connecting at once), so it gets an op's time.
+  std::chrono::milliseconds wait_connect_budget() const {
+    const bool store_up = main_ && main_->is_open();
+    return store_up ? std::max(connect_budget(), options_.op_timeout) : connect_budget();
   }
   StoreKvRequests requests() const {
     return StoreKvRequests(dialer_.generation().value_or(store::WireGeneration::g2));
@@ -432,12 +438,12 @@ void StoreKv::Core::dial_main() {
     return;
   }
   main_dialing_ = true;
-  dial(&Core::on_main_dialed);
+  dial(connect_budget(), &Core::on_main_dialed);
 }
 
-void StoreKv::Core::dial(DialedHandler then) {
-  dialer_.dial(connect_budget(), [weak = weak_from_this(), then](ConnectionPtr connection,
-                                                                 std::optional<Failure> failure) {
+void StoreKv::Core::dial(std::chrono::milliseconds budget, DialedHandler then) {
+  dialer_.dial(budget, [weak = weak_from_this(), then](ConnectionPtr connection,
+                                                       std::optional<Failure> failure) {
     const auto self = weak.lock();
     if (!self || self->abandoned_) {
       // Abandoned while dialing: nobody will use the connection.
@@ -741,7 +747,7 @@ void StoreKv::Core::serve_waits() {
 
 void StoreKv::Core::dial_wait_connection() {
   ++wait_dials_;
-  dial(&Core::on_wait_dialed);
+  dial(wait_connect_budget(), &Core::on_wait_dialed);
 }
 
 void StoreKv::Core::on_wait_dialed(ConnectionPtr connection, std::optional<Failure> failure) {

@@ -32,8 +32,9 @@
 //  - kUnreachable: an op in flight when its connection broke (the store closed or reset it);
 //    the op may or may not have applied, and is never retried. Ops started while there is no
 //    connection wait for one: up to connect_timeout before the first connection ever made,
-//    up to reconnect_timeout afterwards. When that budget runs out, those ops and every later
-//    one complete with kUnreachable: the store is gone for good.
+//    up to reconnect_timeout afterwards (a wait's own connection, while the main one is open, up
+//    to op_timeout: the store is up, only slow to accept). When that budget runs out, those ops
+//    and every later one complete with kUnreachable: the store is gone for good.
 //  - kUnresponsive: no answer within op_timeout; every op in flight on that connection fails
 //    so, the connection is dropped, and the next op makes a new one.
 //  - kProtocol: a reply broke the protocol or a limit (max_reply_bytes); the connection is

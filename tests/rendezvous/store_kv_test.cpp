@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "child_process.hpp"
+#include "raw_connection.hpp"
 #include "rendezvous/store/store_server.hpp"
 #include "rendezvous/store/wire_codec.hpp"
 
@@ -601,6 +602,42 @@ TEST_CASE("a store that dies with ops in flight: kUnreachable, then no reconnect
   CHECK_THAT(later.message, Catch::Contains("no connection within 300 ms"));
   expect_error(client.call(kv::KvAdd{"counter", 1}), kv::KvErrorKind::kUnreachable);
   expect_error(client.call(kv::KvWait{{"present"}, 10s}), kv::KvErrorKind::kUnreachable);
+}
+
+TEST_CASE("a wait's connection may take longer than reconnect_timeout while the store is up",
+          "[store_kv]") {
+  // A store at its connection limit closes new connections (as one with thousands of agents
+  // connecting at once is merely slow to accept them): not a store that went away, so the wait
+  // must not fail after reconnect_timeout, and the backend must not give up on the store.
+  StoreServerOptions server_options;
+  server_options.host = "127.0.0.1";
+  server_options.limits.max_connections = 2;
+  const auto server = StoreServer::start(server_options);
+  Loop loop;
+  auto options = options_for(server->port());
+  options.reconnect_timeout = 200ms;
+  Client client(loop, options);
+  expect<kv::KvDone>(client.call(kv::KvSet{"present", "1"}));  // the main connection
+
+  // The second and last slot, taken by another client (admitted: it gets an answer).
+  auto other = std::make_unique<ddprun::rendezvous::store::testing::RawConnection>(server->port());
+  other->send(ddprun::rendezvous::store::testing::hex(
+      "00 03 00 00 00 00 00 00 00 2f 6b 31 02 00 00 00 00 00 00 00 76 31"  // SET "/k1" "v1"
+      "05 01 00 00 00 00 00 00 00 03 00 00 00 00 00 00 00 2f 6b 31"));     // CHECK ["/k1"]
+  CHECK(other->receive(1) == std::string(1, '\0'));                        // READY
+
+  const Slot wait = client.start(kv::KvWait{{"later"}, 60s});
+  bool pending_when_freed = false;
+  boost::asio::steady_timer later(loop.io, 1s);  // five times reconnect_timeout
+  later.async_wait([&](const boost::system::error_code&) {
+    pending_when_freed = !wait->has_value();
+    other.reset();
+    client.start(kv::KvSet{"later", "1"});
+  });
+  REQUIRE(loop.run_until([&] { return wait->has_value(); }));
+  CHECK(pending_when_freed);
+  CHECK(expect<kv::KvReady>(**wait).ready);
+  CHECK(expect<kv::KvValue>(client.call(kv::KvGet{"later"})).value == Value{"1"});
 }
 
 TEST_CASE("a store that never answers: kUnresponsive after op_timeout", "[store_kv]") {
