@@ -32,6 +32,9 @@ class AuthGate {
   // connection proved the secret), or nullopt when it may.
   std::optional<std::string> refusal(const Request& request) const;
 
+  // Whether this connection may learn of the agents' keys at all (LIST_KEYS).
+  bool sees_agent_keys() const { return authenticated_ || secret_.empty(); }
+
  private:
   std::string_view secret_;
   std::string nonce_;  // the challenge outstanding; empty: none

@@ -21,6 +21,9 @@ struct Request {
   std::int64_t integer = 0;
   // PING: the nonce to echo. VALIDATE: the magic received. AUTH_HELLO: the version.
   std::uint32_t word = 0;
+  // LIST_KEYS on a connection that did not prove the job secret: the agents' key names are
+  // left out, as their values are (set by the connection, never by the wire).
+  bool hide_agent_keys = false;
 };
 
 }  // namespace ddprun::rendezvous::store

@@ -224,6 +224,7 @@ std::optional<std::size_t> StoreConnection::process(std::span<const std::uint8_t
       close(*refusal);
       return std::nullopt;
     }
+    result.request.hide_agent_keys = !gate_.sees_agent_keys();
     if (const auto error = hub_.dispatch(id_, result.request)) {
       close(*error);
       return std::nullopt;

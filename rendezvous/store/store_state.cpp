@@ -4,6 +4,7 @@
 #include <charconv>
 #include <utility>
 
+#include "rendezvous/store/job_auth.hpp"
 #include "rendezvous/store/store_log.hpp"
 #include "rendezvous/store/wire_codec.hpp"
 
@@ -484,10 +485,17 @@ std::optional<std::string> StoreState::handle(ConnectionId from, Request& reques
       return std::nullopt;
     }
     case Command::list_keys: {
+      const auto listed = [&request](const std::string& key) {
+        return !request.hide_agent_keys || !is_agent_key(key);
+      };
       std::string reply;
-      wire::append_u64(reply, values_.size());
+      wire::append_u64(reply, static_cast<std::uint64_t>(std::count_if(
+                                  values_.begin(), values_.end(),
+                                  [&listed](const auto& entry) { return listed(entry.first); })));
       for (const auto& [key, value] : values_) {
-        wire::append_bytes(reply, key);
+        if (listed(key)) {
+          wire::append_bytes(reply, key);
+        }
       }
       out.push_back({from, std::move(reply)});
       return std::nullopt;

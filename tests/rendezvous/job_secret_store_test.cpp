@@ -170,6 +170,38 @@ TEST_CASE("the handshake by hand: split, truncated, replayed, malformed", "[job_
   CHECK(agent->get("ddprun/rdzv/job/round") == "1");
 }
 
+TEST_CASE("LIST_KEYS names the agents' keys only to connections that proved the secret",
+          "[job_secret]") {
+  const auto server = start_server(kSecret);
+  const auto agent = client(server->port(), kSecret);
+  agent->set("ddprun/rdzv/job/round", "1");
+  agent->set("/worker-key", "w");
+  const std::string list_keys(
+      1, static_cast<char>(*opcode_for_command(WireGeneration::g2, Command::list_keys)));
+  const auto listing = [](std::initializer_list<std::string> keys) {
+    std::string reply;
+    wire::append_u64(reply, keys.size());
+    for (const auto& key : keys) {
+      wire::append_bytes(reply, key);
+    }
+    return reply;
+  };
+
+  RawConnection outsider(server->port());
+  outsider.send(kValidate + list_keys);
+  const std::string only_pytorch = listing({"/worker-key"});
+  CHECK(outsider.receive(only_pytorch.size()) == only_pytorch);
+  CHECK(outsider.silent_for(100ms));  // nothing more: the count said one key
+
+  RawConnection proved(server->port());
+  proved.send(kValidate + auth_hello_request());
+  const std::string challenge = proved.receive(1 + kAuthNonceBytes);
+  proved.send(auth_proof_request(auth_proof(kSecret, challenge.substr(1))) + list_keys);
+  CHECK(proved.receive(1) == std::string(1, static_cast<char>(kAuthAccepted)));
+  const std::string both = listing({"/worker-key", "ddprun/rdzv/job/round"});
+  CHECK(proved.receive(both.size()) == both);
+}
+
 TEST_CASE("a client with a secret works with a store that has none", "[job_secret]") {
   const auto server = start_server("");
   const auto agent = client(server->port(), kSecret);
