@@ -22,10 +22,11 @@ const std::string kSecret = "e2e-job-secret-0123456789abcdef";
 const std::string kRunId = "secret-e2e";
 
 // Node `node` (127.0.0.<node>) of a 2-node c10d job whose store node 2 hosts. The worker says
-// it started, then waits for $DIR/go.
+// it started (and what it sees of the secret), then waits for $DIR/go.
 std::vector<std::string> agent_argv(uint16_t port, int node) {
   const std::string script =
-      "echo started >> \"$DIR/started\"; while [ ! -e \"$DIR/go\" ]; do sleep 0.05; done";
+      "echo \"started ${DDPRUN_RDZV_SECRET:-without the secret}\" >> \"$DIR/started\"; while [ ! "
+      "-e \"$DIR/go\" ]; do sleep 0.05; done";
   return {ddprun_binary(),
           "--nnodes",
           "2",
@@ -102,6 +103,8 @@ TEST_CASE("a job with a secret forms and finishes; a wrong secret and a raw clie
         std::string::npos);
   CHECK(host.output().find(kSecret) == std::string::npos);
   CHECK(peer.output().find(kSecret) == std::string::npos);
+  // The agents used the secret; their workers never got it.
+  CHECK(read_file(dir / "started") == "started without the secret\nstarted without the secret\n");
 }
 
 TEST_CASE("an agent without the secret is refused by a job that has one", "[job_secret]") {
