@@ -139,10 +139,14 @@ void StoreKvDialer::handshake(const std::shared_ptr<Attempt>& attempt) {
   const Opening opening = opening_.value_or(attempt->opening);
   const StoreKvRequests requests(opening == Opening::g0 ? store::WireGeneration::g0
                                                         : store::WireGeneration::g2);
-  // Once the server's generation is known, AUTH_HELLO leaves in the handshake's write: its
-  // challenge comes back behind the handshake's reply, a round trip sooner. Before, it must
-  // not: an opening the server drops would take the HELLO down with it.
-  const bool hello_with_handshake = opening_.has_value() && !settings_.secret.empty();
+  // AUTH_HELLO leaves in the handshake's write: its challenge comes back behind the
+  // handshake's reply, a round trip sooner. So on the first opening tried (ddprun's store,
+  // the only one that takes a secret, speaks it) and once the generation is known; not on the
+  // fallback openings: a store that knows no AUTH_HELLO (PyTorch's) may close the connection
+  // at it before its handshake reply left, and one of them must succeed for this agent to be
+  // told why (the store takes no secret) rather than that no opening worked.
+  const bool hello_with_handshake =
+      !settings_.secret.empty() && (opening_.has_value() || opening == Opening::g2_with_ping);
   auto on_reply = [this, attempt, opening, requests, hello_with_handshake](
                       Outcome& outcome, std::optional<uint32_t> nonce) {
     if (attempt->abandoned) {

@@ -14,12 +14,12 @@
 // at once instead of allocating or waiting for the bytes. Whichever opening worked is
 // remembered and used for every later connection.
 //
-// Job secret (store/job_auth.hpp), proved without a round trip of its own: on a connection
-// whose generation is known, AUTH_HELLO leaves in the handshake's write (on the first, after
-// the handshake's reply), and the connection is handed over as soon as AUTH_PROOF is queued,
-// so the owner's first request leaves in the proof's write. The server weighs the proof before
-// it reads that request and, refusing it, closes the connection without serving it; the
-// REFUSED verdict then fails every request on the connection with kRejected.
+// Job secret (store/job_auth.hpp), proved without a round trip of its own: AUTH_HELLO leaves
+// in the handshake's write (after the handshake's reply only on the fallback openings, see
+// handshake()), and the connection is handed over as soon as AUTH_PROOF is queued, so the
+// owner's first request leaves in the proof's write. The server weighs the proof before it
+// reads that request and, refusing it, closes the connection without serving it; the REFUSED
+// verdict then fails every request on the connection with kRejected.
 //
 // Threading: one io_context thread; the dial callback never runs inside dial(). A host name
 // that is not an address literal is resolved synchronously (getaddrinfo), as Asio's
