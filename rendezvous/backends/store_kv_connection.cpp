@@ -274,8 +274,8 @@ void StoreKvConnection::parse_replies() {
       entries_.pop_front();
       Outcome outcome = i == answered ? Outcome(std::move(reply)) : Outcome(Reply{});
       entry.handler(outcome);
-      if (abandoned_) {
-        return;
+      if (abandoned_ || closed_) {
+        return;  // the handler closed or aborted the connection: the rest heard of it
       }
     }
   }

@@ -97,6 +97,11 @@ class StoreKvConnection : public std::enable_shared_from_this<StoreKvConnection>
   // any request sent from now on (why a store might refuse this client at its first request).
   void set_first_reply_hint(std::string hint) { first_reply_hint_ = std::move(hint); }
 
+  // Ends the connection as a failure of its own would, for an answer that leaves it of no use
+  // (the store refused the job secret): on_failure runs, then every request still outstanding
+  // hears `failure`.
+  void abort(const Failure& failure) { fail(failure.kind, failure.reason); }
+
   // Closes at once; no handler or callback runs afterwards.
   void close();
 

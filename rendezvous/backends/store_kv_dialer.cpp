@@ -139,8 +139,16 @@ void StoreKvDialer::handshake(const std::shared_ptr<Attempt>& attempt) {
   const Opening opening = opening_.value_or(attempt->opening);
   const StoreKvRequests requests(opening == Opening::g0 ? store::WireGeneration::g0
                                                         : store::WireGeneration::g2);
-  auto on_reply = [this, attempt, opening, requests](Outcome& outcome,
-                                                     std::optional<uint32_t> nonce) {
+  // AUTH_HELLO leaves in the handshake's write: its challenge comes back behind the
+  // handshake's reply, a round trip sooner. So on the first opening tried (ddprun's store,
+  // the only one that takes a secret, speaks it) and once the generation is known; not on the
+  // fallback openings: a store that knows no AUTH_HELLO (PyTorch's) may close the connection
+  // at it before its handshake reply left, and one of them must succeed for this agent to be
+  // told why (the store takes no secret) rather than that no opening worked.
+  const bool hello_with_handshake =
+      !settings_.secret.empty() && (opening_.has_value() || opening == Opening::g2_with_ping);
+  auto on_reply = [this, attempt, opening, requests, hello_with_handshake](
+                      Outcome& outcome, std::optional<uint32_t> nonce) {
     if (attempt->abandoned) {
       return;
     }
@@ -165,7 +173,9 @@ void StoreKvDialer::handshake(const std::shared_ptr<Attempt>& attempt) {
       finish(attempt, attempt->connection, std::nullopt);
       return;
     }
-    authenticate(attempt);
+    if (!hello_with_handshake) {
+      ask_challenge(attempt);
+    }
   };
   auto& connection = *attempt->connection;
   switch (opening) {
@@ -174,7 +184,7 @@ void StoreKvDialer::handshake(const std::shared_ptr<Attempt>& attempt) {
       connection.send(StoreKvRequests::validate_and_ping(nonce), ReplyShape::echo,
                       "the handshake (VALIDATE, PING)",
                       [on_reply, nonce](Outcome& outcome) { on_reply(outcome, nonce); });
-      return;
+      break;
     }
     case Opening::g2_without_ping:
       connection.send(StoreKvRequests::validate_and_count(kCountsInOpening), ReplyShape::integer,
@@ -187,15 +197,18 @@ void StoreKvDialer::handshake(const std::shared_ptr<Attempt>& attempt) {
                 ? StoreKvConnection::ReplyHandler([](Outcome&) {})
                 : [on_reply](Outcome& outcome) { on_reply(outcome, std::nullopt); });
       }
-      return;
+      break;
     case Opening::g0:
       connection.send(requests.fence(), ReplyShape::check, "the handshake (CHECK)",
                       [on_reply](Outcome& outcome) { on_reply(outcome, std::nullopt); });
-      return;
+      break;
+  }
+  if (hello_with_handshake) {
+    ask_challenge(attempt);
   }
 }
 
-void StoreKvDialer::authenticate(const std::shared_ptr<Attempt>& attempt) {
+void StoreKvDialer::ask_challenge(const std::shared_ptr<Attempt>& attempt) {
   // A store that closes the connection at AUTH_HELLO does not know the extension: PyTorch's own.
   const auto refusal = [](const Failure& failure) {
     return failure.kind == KvErrorKind::kUnreachable
@@ -204,24 +217,10 @@ void StoreKvDialer::authenticate(const std::shared_ptr<Attempt>& attempt) {
                          "secret: it takes none (is it PyTorch's own TCPStore?)"}
                : failure;
   };
-  auto on_verdict = [this, attempt, refusal](Outcome& outcome) {
-    if (attempt->abandoned) {
-      return;
-    }
-    if (const auto* failure = std::get_if<Failure>(&outcome)) {
-      finish(attempt, nullptr, refusal(*failure));
-      return;
-    }
-    if (!std::get<Reply>(outcome).ready) {
-      attempt->connection->close();
-      finish(attempt, nullptr,
-             Failure{KvErrorKind::kRejected, "the store refused this agent: wrong job secret"});
-      return;
-    }
-    finish(attempt, attempt->connection, std::nullopt);
-  };
-  auto on_challenge = [this, attempt, refusal, on_verdict](Outcome& outcome) {
-    if (attempt->abandoned) {
+  auto on_challenge = [this, attempt, refusal,
+                       asked_on = attempt->connection.get()](Outcome& outcome) {
+    // A handshake in front of the HELLO that failed has dealt with the connection already.
+    if (attempt->abandoned || attempt->connection.get() != asked_on) {
       return;
     }
     if (const auto* failure = std::get_if<Failure>(&outcome)) {
@@ -229,17 +228,31 @@ void StoreKvDialer::authenticate(const std::shared_ptr<Attempt>& attempt) {
       return;
     }
     const auto& reply = std::get<Reply>(outcome);
-    if (!reply.ready) {
-      // The store has no secret: it serves every connection.
-      finish(attempt, attempt->connection, std::nullopt);
-      return;
+    if (reply.ready) {
+      send_proof(*attempt->connection, reply.value);
     }
-    attempt->connection->send(
-        store::auth_proof_request(store::auth_proof(settings_.secret, reply.value)),
-        ReplyShape::auth_verdict, "AUTH_PROOF", on_verdict);
+    // Not ready: the store has no secret and serves every connection. Ready: the connection
+    // goes to its owner with the proof on its way, so that the owner's first request leaves in
+    // the proof's write; the server weighs the proof before it reads that request.
+    finish(attempt, attempt->connection, std::nullopt);
   };
   attempt->connection->send(store::auth_hello_request(), ReplyShape::auth_challenge, "AUTH_HELLO",
                             on_challenge);
+}
+
+void StoreKvDialer::send_proof(StoreKvConnection& connection, const std::string& challenge) const {
+  // Runs after the dial finished, for whoever then holds the connection: a refusal fails the
+  // requests queued behind the proof (the server closes the connection before serving them).
+  auto on_verdict = [weak = connection.weak_from_this()](Outcome& outcome) {
+    const auto* reply = std::get_if<Reply>(&outcome);
+    const auto held = weak.lock();
+    if (reply != nullptr && !reply->ready && held) {
+      held->abort(
+          Failure{KvErrorKind::kRejected, "the store refused this agent: wrong job secret"});
+    }
+  };
+  connection.send(store::auth_proof_request(store::auth_proof(settings_.secret, challenge)),
+                  ReplyShape::auth_verdict, "AUTH_PROOF", on_verdict);
 }
 
 void StoreKvDialer::on_handshake_failed(const std::shared_ptr<Attempt>& attempt,

@@ -8,6 +8,10 @@
 //   agent -> store  AUTH_PROOF  D1 <32 bytes: HMAC-SHA256(secret, kAuthContext || nonce)>
 //   store -> agent  <u8 kAuthAccepted>   or  <u8 kAuthRefused>, then the store closes
 //
+// A client may pipeline: AUTH_HELLO in the handshake's write, its next request in AUTH_PROOF's.
+// The server answers in order and weighs the proof before it reads the request behind it; a
+// refused proof closes the connection before anything behind it is served.
+//
 // The secret never crosses the wire; the nonce is fresh per connection, so a recorded proof
 // is worth nothing on another connection. Pure: no I/O.
 

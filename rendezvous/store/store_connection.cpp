@@ -215,6 +215,8 @@ std::optional<std::size_t> StoreConnection::process(std::span<const std::uint8_t
     }
     if (result.request.command == Command::auth_hello ||
         result.request.command == Command::auth_proof) {
+      // The gate changes before the next request is decoded: one pipelined behind AUTH_PROOF
+      // is judged by its verdict, and a refusal stops here, before serving it.
       if (!answer_auth(result.request)) {
         return std::nullopt;
       }

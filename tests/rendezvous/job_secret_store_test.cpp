@@ -54,7 +54,16 @@ std::string get_request(const std::string& key) {
   return request;
 }
 
+std::string ping_request(uint32_t nonce) {
+  std::string request;
+  wire::append_u8(request, *opcode_for_command(WireGeneration::g2, Command::ping));
+  wire::append_u32(request, nonce);
+  return request;
+}
+
 const std::string kValidate = hex("00 ce f7 85 3c");
+const std::string kAccepted(1, static_cast<char>(kAuthAccepted));
+const std::string kRefused(1, static_cast<char>(kAuthRefused));
 
 }  // namespace
 
@@ -147,6 +156,29 @@ TEST_CASE("the handshake by hand: split, truncated, replayed, malformed", "[job_
     raw.send(auth_proof_request(std::string(kAuthProofBytes, 'x')));
     CHECK(raw.receive(1) == std::string(1, static_cast<char>(kAuthRefused)));
     CHECK(raw.closed_within(5000ms));
+  }
+  // What StoreKv's dialer sends on a connection once it knows the generation: two writes, each
+  // answered in full, with no round trip for the secret alone.
+  SECTION("pipelined: HELLO in the handshake's write, the first request in the proof's") {
+    RawConnection raw(server->port());
+    raw.send(kValidate + ping_request(0x00ABCDEF) + auth_hello_request());
+    CHECK(raw.receive(4) == hex("ef cd ab 00"));
+    const std::string challenge = raw.receive(1 + kAuthNonceBytes);
+    REQUIRE(challenge[0] == static_cast<char>(kAuthChallenge));
+    raw.send(auth_proof_request(auth_proof(kSecret, challenge.substr(1))) +
+             get_request("ddprun/rdzv/job/round"));
+    CHECK(raw.receive(1) == kAccepted);
+    CHECK(raw.receive(9) == hex("01 00 00 00 00 00 00 00") + "1");
+  }
+  SECTION("a wrong proof with the agents' requests behind it: REFUSED, closed, none served") {
+    RawConnection raw(server->port());
+    raw.send(kValidate + auth_hello_request());
+    raw.receive(1 + kAuthNonceBytes);
+    raw.send(auth_proof_request(std::string(kAuthProofBytes, 'x')) +
+             set_request("ddprun/rdzv/job/round", "junk") + get_request("ddprun/rdzv/job/round"));
+    CHECK(raw.receive(1) == kRefused);
+    // Not a byte more: the GET got no answer (and the SET, checked below, was not applied).
+    CHECK_THROWS_AS(raw.receive(1), SocketBroken);
   }
   SECTION("a proof from another connection's challenge is refused") {
     RawConnection first(server->port());

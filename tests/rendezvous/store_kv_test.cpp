@@ -457,6 +457,36 @@ TEST_CASE("every op against PyTorch 2.x's TCPStore servers (G2)", "[store_kv]") 
   }
 }
 
+// PyTorch's own stores know no AUTH_HELLO: an agent with a job secret is refused at once, with
+// the likely cause named, whichever generation the store speaks.
+void expect_secret_not_taken(uint16_t port) {
+  Loop loop;
+  auto options = options_for(port);
+  options.secret = "a-job-secret";
+  Client client(loop, options);
+  const auto error =
+      expect_error(client.call(kv::KvAdd{"ddprun/rdzv/job/n", 1}), kv::KvErrorKind::kRejected);
+  CHECK(error.message.find("it takes none (is it PyTorch's own TCPStore?)") != std::string::npos);
+}
+
+TEST_CASE("a job secret against PyTorch's own stores: refused, naming them", "[store_kv]") {
+  {
+    PythonStores stores("/usr/bin/python3");
+    REQUIRE(stores.ports.count("legacy") == 1);
+    expect_secret_not_taken(stores.ports["legacy"]);
+  }
+  const auto python = torch2_python();
+  if (!python) {
+    FAIL("no PyTorch 2.x Python (neither $DDPRUN_TORCH2_PYTHON nor .venv/bin/python)");
+  }
+  PythonStores stores(*python);
+  REQUIRE(stores.ports.count("libuv") == 1);
+  for (const auto& [backend, port] : stores.ports) {
+    INFO("PyTorch's " << backend << " server");
+    expect_secret_not_taken(port);
+  }
+}
+
 TEST_CASE("a G2 server without PING (PyTorch 2.2 to 2.4) gets the opening without it",
           "[store_kv]") {
   Loop loop;
