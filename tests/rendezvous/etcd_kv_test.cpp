@@ -564,6 +564,16 @@ TEST_CASE("EtcdKv applies a read-modify-write exactly once when its write is los
       CHECK(proxy.lost() == 1);
       CHECK(value_of(ops.call(kv, round::KvCompareSet{"owner", std::nullopt, "you"})) == "me");
     }
+    {
+      // A ticket is one txn: retried after the loss, it still counts its member once.
+      LossyProxy proxy(loop.io, cluster.endpoints(), loss);
+      EtcdKv kv(loop.io, options_for(proxy.endpoint(), prefix));
+      CHECK(expect<round::KvCounter>(ops.call(kv, round::KvTakeTicket{"joined", "a"})).value == 1);
+      CHECK(proxy.lost() == 1);
+      CHECK(expect<round::KvCounter>(ops.call(direct, round::KvTakeTicket{"joined", "b"})).value ==
+            2);
+      CHECK(expect<round::KvCounter>(ops.call(kv, round::KvCountTickets{"joined"})).value == 2);
+    }
   }
 }
 
