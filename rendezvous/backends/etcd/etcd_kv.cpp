@@ -50,6 +50,7 @@ EtcdKv::EtcdKv(boost::asio::io_context& io, EtcdOptions options)
 EtcdKv::~EtcdKv() {
   // Pending ops are abandoned: their work objects go first, then the client closes sockets.
   pending_.clear();
+  beat_watch_.reset();
   client_.close();
 }
 
@@ -127,6 +128,7 @@ void EtcdKv::close(std::function<void()> done) {
   }
   closing_ = true;
   close_done_ = std::move(done);
+  beat_watch_.reset();
   // A wait could last its whole timeout: leaving does not wait for it.
   std::vector<uint64_t> waits;
   for (const auto& [serial, pending] : pending_) {
@@ -392,12 +394,25 @@ void EtcdKv::beat(uint64_t serial, std::string key, Clock::time_point until, boo
   }));
 }
 
+// Probes come every check period; once the key was found, its watch answers them, so they
+// cost etcd nothing (the key only vanishes with its owner's lease: a delete event).
 template <>
 void EtcdKv::run(uint64_t serial, round::KvProbe op) {
+  if (beat_watch_ && beat_watch_->key() == full_key(op.key) && !beat_watch_->broken()) {
+    finish(serial, beat_watch_->present() ? round::KvLiveness{++probe_counter_, false}
+                                          : round::KvLiveness{0, true});
+    return;
+  }
+  beat_watch_.reset();
   read_range(serial, RangeRequest{full_key(op.key), {}},
              [this, serial, key = op.key](const RangeReply& range) {
                if (!range.kvs.empty()) {
                  seen_alive_.insert(key);
+                 if (!closing_ && !beat_watch_) {
+                   beat_watch_ =
+                       std::make_unique<BeatWatch>(client_, full_key(key), range.revision);
+                   beat_watch_->start();
+                 }
                  finish(serial, round::KvLiveness{++probe_counter_, false});
                } else {
                  finish(serial, round::KvLiveness{0, seen_alive_.contains(key)});

@@ -11,7 +11,8 @@
 //                        something else already
 //   KvWait               read, then a watch from the revision after it (KeyWaiter)
 //   KvBeat               the key put once on this agent's lease, which LeaseKeeper renews
-//   KvProbe              range: present -> a fresh counter; absent -> gone once seen present
+//   KvProbe              range: present -> a fresh counter; absent -> gone once seen present;
+//                        once present, a watch of the key answers instead (BeatWatch)
 //   KvTakeTicket         one txn: put <key>/<member>, count the tickets (its position)
 //   KvCountTickets       range, count only
 //
@@ -37,6 +38,7 @@
 #include <string>
 
 #include "rendezvous/backends/etcd/beast.hpp"
+#include "rendezvous/backends/etcd/beat_watch.hpp"
 #include "rendezvous/backends/etcd/cas_update.hpp"
 #include "rendezvous/backends/etcd/etcd_client.hpp"
 #include "rendezvous/backends/etcd/etcd_options.hpp"
@@ -107,6 +109,7 @@ class EtcdKv final : public KvBackend {
   std::map<uint64_t, uint64_t> serial_of_;      // caller's id -> serial, while pending
   std::map<std::string, int64_t> beat_leases_;  // beat key -> lease it was put with
   std::set<std::string> seen_alive_;            // probed keys once found present
+  std::unique_ptr<BeatWatch> beat_watch_;       // the probed key, once found present
   bool closing_ = false;
   bool closed_ = false;
   std::function<void()> close_done_;
