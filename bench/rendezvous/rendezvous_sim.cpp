@@ -12,7 +12,8 @@
 // HMAC-SHA256 over the store's challenge) and each N runs open and with the secret, alternating,
 // with the ratio of their medians (form and re-form after a leave; no crash).
 // Usage: rendezvous_sim [--etcd ENDPOINTS] [--agents 1024,4096,16384]
-//        [--repeats 3] [--no-crash] [--secret-compare]
+//        [--repeats 3] [--no-crash] [--form-only] [--secret-compare]
+// (--form-only: only the first formation, e.g. to count a backend's requests per join)
 
 #include <signal.h>
 #include <unistd.h>
@@ -148,7 +149,7 @@ class Simulation {
     }
   }
 
-  Sample run(bool crash) {
+  Sample run(bool crash, bool leave = true) {
     Sample sample;
     const auto start = Clock::now();
     for (auto& a : agents_) {
@@ -156,14 +157,17 @@ class Simulation {
     }
     wait_for_round(1, nodes_, "forming");
     sample.form_s = seconds_since(start);
+    if (!leave) {
+      return sample;
+    }
 
-    const auto leave = Clock::now();
+    const auto left_at = Clock::now();
     // Kept alive (its leave is asynchronous) but no longer part of the job.
     retired_.push_back(std::move(agents_.back()));
     agents_.pop_back();
     retired_.back()->signal(SIGTERM);
     wait_for_round(2, nodes_ - 1, "re-forming after a leave");
-    sample.leave_s = seconds_since(leave);
+    sample.leave_s = seconds_since(left_at);
 
     if (crash) {
       const auto killed = Clock::now();
@@ -293,6 +297,7 @@ int main(int argc, char** argv) {
   std::vector<int> sizes = {256, 1024, 4096, 16384};
   int repeats = 3;
   bool crash = true;
+  bool leave = true;
   bool secret_compare = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -304,11 +309,14 @@ int main(int argc, char** argv) {
       repeats = std::stoi(argv[++i]);
     } else if (arg == "--no-crash") {
       crash = false;
+    } else if (arg == "--form-only") {
+      crash = false;
+      leave = false;
     } else if (arg == "--secret-compare") {
       secret_compare = true;
     } else {
       std::cerr << "usage: rendezvous_sim [--etcd ENDPOINTS] [--agents N,N,...] "
-                   "[--repeats R] [--no-crash] [--secret-compare]\n";
+                   "[--repeats R] [--no-crash] [--form-only] [--secret-compare]\n";
       return 2;
     }
   }
@@ -336,7 +344,7 @@ int main(int argc, char** argv) {
   std::printf("| agents | form (s) | re-form after a leave (s) | re-form after a crash (s) |\n");
   std::printf("|---:|---:|---:|---:|\n");
   for (int n : sizes) {
-    std::vector<double> form, leave, killed;
+    std::vector<double> form, left, killed;
     if (const auto shortage = shortage_for(n, limit)) {
       std::printf("| %d | NOT RUN: %s | | |\n", n, shortage->c_str());
       std::fflush(stdout);
@@ -345,9 +353,9 @@ int main(int argc, char** argv) {
     try {
       for (int r = 0; r < repeats; ++r) {
         Simulation sim(etcd, n);
-        const Sample s = sim.run(crash && n >= 3);
+        const Sample s = sim.run(crash && n >= 3, leave);
         form.push_back(s.form_s);
-        leave.push_back(s.leave_s);
+        left.push_back(s.leave_s);
         killed.push_back(s.crash_s);
       }
     } catch (const std::exception& error) {
@@ -355,7 +363,11 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
       continue;
     }
-    std::printf("| %d | %.3f | %.3f | %s |\n", n, median(form), median(leave),
+    char left_cell[32] = "-";
+    if (leave) {
+      std::snprintf(left_cell, sizeof left_cell, "%.3f", median(left));
+    }
+    std::printf("| %d | %.3f | %s | %s |\n", n, median(form), left_cell,
                 crash ? std::to_string(median(killed)).substr(0, 6).c_str() : "-");
     std::fflush(stdout);
   }

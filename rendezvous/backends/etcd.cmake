@@ -4,6 +4,7 @@
 find_package(OpenSSL REQUIRED)
 target_sources(ddprun_backends PRIVATE
   etcd/base64.cpp
+  etcd/beat_watch.cpp
   etcd/cas_update.cpp
   etcd/etcd_client.cpp
   etcd/etcd_codec.cpp

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -57,7 +58,9 @@ struct KvAppend {
   std::string value;
 };
 // Waits until every key exists. Answer: KvReady{true}, or KvReady{false} once timeout passed.
-// A timeout of zero or less asks whether the keys exist now (it is not "forever").
+// A timeout of zero or less asks whether the keys exist now (it is not "forever"). A backend
+// that saw the values on the way (etcd reads and watches them) may hand them over in
+// KvReady::values, which saves the machine a read of keys that are written only once.
 // The one op that may stay pending for long; the machine cancels it when it stops caring.
 struct KvWait {
   std::vector<std::string> keys;
@@ -101,7 +104,15 @@ struct KvCounter {
   int64_t value = 0;
 };
 struct KvReady {
+  KvReady() = default;
+  // A constructor, so that the answers without values need not name them.
+  explicit KvReady(bool ready_now, std::vector<std::string> seen = {})
+      : ready(ready_now), values(std::move(seen)) {}
+
   bool ready = false;
+  // Empty, or (ready only) one value per key of the wait, in its order: what the key held
+  // when the backend saw it exist. Later writes may have changed it since.
+  std::vector<std::string> values;
 };
 // counter changes while the peer beats (a lease backend gives a fresh value on every probe
 // while the key exists). gone: the key exists no more, so its lease expired; before the peer

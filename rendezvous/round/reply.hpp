@@ -41,6 +41,12 @@ inline void require_ready(const KvResult& result, const std::string& where,
     throw RendezvousError(where + ": " + missed);
   }
 }
+// The value a ready wait for one key saw, when its backend handed it over; nullptr when the
+// key must be read. Only for keys written once: then it is still the key's value.
+inline const std::string* waited_value(const KvResult& result) {
+  const auto& ready = answer_as<KvReady>(result, "a wait");
+  return ready.ready && ready.values.size() == 1 ? &ready.values.front() : nullptr;
+}
 inline const std::vector<std::optional<std::string>>& values_of(const KvResult& result) {
   return answer_as<KvValues>(result, "a multi-get").values;
 }

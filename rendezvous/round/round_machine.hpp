@@ -261,7 +261,10 @@ class RoundMachine {
   void begin_static_round(uint64_t round, MachineTime now);
   void publish_assignments(const std::vector<std::optional<std::string>>& records,
                            int64_t restarts);
+  // The closed count, the assignment and the workers' store address, read or seen by a wait.
+  void closed_read(const std::string& text, MachineTime now);
   void assignment_read(const std::string& text, MachineTime now);
+  void master_read(const std::string& text, MachineTime now);
   void workers_store_known(std::string addr, uint16_t port, MachineTime now);
 
   // Running (round_machine_watch.cpp).

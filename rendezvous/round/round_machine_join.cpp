@@ -292,6 +292,30 @@ void RoundMachine::assignment_read(const std::string& text, MachineTime now) {
   }
 }
 
+void RoundMachine::closed_read(const std::string& text, MachineTime now) {
+  const uint64_t r = join_.round;
+  if (text.starts_with("error ")) {
+    throw RendezvousError(published_error(std::string_view(text).substr(6), keys_.closed(r)));
+  }
+  // Agents that disagree on --nnodes never get this far (the config check): a count
+  // outside this node's --nnodes was not written by an agent of this job.
+  const int n =
+      parse_count(text, 1, config_.self.max_nodes, keys_.closed(r), "nodes in a round (--nnodes)");
+  act(join_.decisions->on_closed(n), now);
+}
+
+void RoundMachine::master_read(const std::string& text, MachineTime now) {
+  const std::string key = keys_.master(current_->round);
+  const auto space = text.rfind(' ');
+  if (space == std::string::npos || space == 0 || text.size() > kMaxAddressBytes ||
+      text.find_first_of(std::string_view("\0\t\n\r", 4)) != std::string::npos) {
+    throw CorruptRecord(key, "holds " + shown_value(text) + ", not a host and port");
+  }
+  const int port = parse_count(std::string_view(text).substr(space + 1), 1, 65535, key,
+                               "a port of the workers' store");
+  workers_store_known(text.substr(0, space), static_cast<uint16_t>(port), now);
+}
+
 void RoundMachine::workers_store_known(std::string addr, uint16_t port, MachineTime now) {
   current_->master_addr = std::move(addr);
   current_->master_port = port;
@@ -374,24 +398,18 @@ void RoundMachine::on_reply(const Pending& pending, const KvResult& result, Mach
       issue(Step::kRecordSet, KvSet{keys_.node(r, join_.slot), encode_node_record(config_.self)});
       break;
     case Step::kAwaitClose:
-      if (ready_of(result)) {
-        issue(Step::kClosedRead, KvGet{keys_.closed(r)});
-      } else {
+      // The closed key is written once (by the close claim's winner).
+      if (!ready_of(result)) {
         act(join_.decisions->on_wait_expired(now), now);
+      } else if (const auto* closed = waited_value(result)) {
+        closed_read(*closed, now);
+      } else {
+        issue(Step::kClosedRead, KvGet{keys_.closed(r)});
       }
       return;
-    case Step::kClosedRead: {
-      const std::string text = value_of(result).value_or("");
-      if (text.starts_with("error ")) {
-        throw RendezvousError(published_error(std::string_view(text).substr(6), keys_.closed(r)));
-      }
-      // Agents that disagree on --nnodes never get this far (the config check): a count
-      // outside this node's --nnodes was not written by an agent of this job.
-      const int n = parse_count(text, 1, config_.self.max_nodes, keys_.closed(r),
-                                "nodes in a round (--nnodes)");
-      act(join_.decisions->on_closed(n), now);
+    case Step::kClosedRead:
+      closed_read(value_of(result).value_or(""), now);
       return;
-    }
     case Step::kCloseClaim:
       check_token(value_of(result), keys_.close_claim(r));
       if (value_of(result) == config_.self.nonce) {
@@ -509,7 +527,12 @@ void RoundMachine::on_reply(const Pending& pending, const KvResult& result, Mach
           "no rank assignment for round " + std::to_string(r) + " within " +
               (elastic() ? seconds_text(config_.settings.close_timeout) + " s (close_timeout)"
                          : seconds_text(config_.settings.join_timeout) + " s (join_timeout)"));
-      issue(Step::kAssignRead, KvGet{keys_.assignment(r, join_.slot)});
+      // Assignments are written once (by the round's closer, or its node 0 when static).
+      if (const auto* assignment = waited_value(result)) {
+        assignment_read(*assignment, now);
+      } else {
+        issue(Step::kAssignRead, KvGet{keys_.assignment(r, join_.slot)});
+      }
       return;
     case Step::kAssignRead:
       assignment_read(value_of(result).value_or(""), now);
@@ -518,21 +541,16 @@ void RoundMachine::on_reply(const Pending& pending, const KvResult& result, Mach
       require_ready(result, config_.where,
                     "the round's rank 0 did not publish the workers' store within "
                     "close_timeout");
-      issue(Step::kMasterRead, KvGet{keys_.master(current_->round)});
-      return;
-    case Step::kMasterRead: {
-      const std::string key = keys_.master(current_->round);
-      const std::string text = value_of(result).value_or("");
-      const auto space = text.rfind(' ');
-      if (space == std::string::npos || space == 0 || text.size() > kMaxAddressBytes ||
-          text.find_first_of(std::string_view("\0\t\n\r", 4)) != std::string::npos) {
-        throw CorruptRecord(key, "holds " + shown_value(text) + ", not a host and port");
+      // The workers' store address is written once (by the round's rank 0).
+      if (const auto* master = waited_value(result)) {
+        master_read(*master, now);
+      } else {
+        issue(Step::kMasterRead, KvGet{keys_.master(current_->round)});
       }
-      const int port = parse_count(std::string_view(text).substr(space + 1), 1, 65535, key,
-                                   "a port of the workers' store");
-      workers_store_known(text.substr(0, space), static_cast<uint16_t>(port), now);
       return;
-    }
+    case Step::kMasterRead:
+      master_read(value_of(result).value_or(""), now);
+      return;
     default:
       on_running_reply(pending, result, now);
       return;

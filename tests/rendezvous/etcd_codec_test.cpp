@@ -43,13 +43,16 @@ TEST_CASE("etcd requests are the gateway's JSON", "[etcd]") {
       parse(EtcdCodec::txn(TxnRequest{{{"k", TxnCompare::Target::kModRevision, 7, {}},
                                        {"f", TxnCompare::Target::kCreateRevision, 0, {}}},
                                       {PutRequest{"k", "v", 0}, PutRequest{"f", "applied", 42}},
-                                      {RangeRequest{"k", {}}}}));
+                                      {RangeRequest{"k", {}}, RangeRequest{"a", "b", true}}}));
   CHECK(txn["compare"][0] ==
         json{{"key", "aw=="}, {"target", "MOD"}, {"result", "EQUAL"}, {"mod_revision", "7"}});
   CHECK(txn["compare"][1]["create_revision"] == "0");
   CHECK(txn["success"][0]["request_put"] == json{{"key", "aw=="}, {"value", "dg=="}});
   CHECK(txn["success"][1]["request_put"]["lease"] == "42");
   CHECK(txn["failure"][0]["request_range"] == json{{"key", "aw=="}});
+  // A range in a txn keeps its options: a count-only read of N keys must not return them.
+  CHECK(txn["failure"][1]["request_range"] ==
+        json{{"key", "YQ=="}, {"range_end", "Yg=="}, {"count_only", true}});
   CHECK(
       parse(EtcdCodec::watch_create("a", "b", 12)) ==
       json{{"create_request", {{"key", "YQ=="}, {"range_end", "Yg=="}, {"start_revision", "12"}}}});

@@ -280,6 +280,10 @@ TEST_CASE("EtcdKv carries out every op with the store semantics", "[etcd]") {
   CHECK_FALSE(expect<round::KvReady>(ops.call(kv, round::KvWait{{"a", "g"}, 0ms})).ready);
   CHECK_FALSE(expect<round::KvReady>(ops.call(kv, round::KvWait{{"g"}, 200ms})).ready);
   CHECK(expect<round::KvReady>(ops.call(kv, round::KvWait{{}, 0ms})).ready);
+  // A ready wait hands over the values it read, in the wait's order; one not ready, none.
+  CHECK(expect<round::KvReady>(ops.call(kv, round::KvWait{{"f", "d"}, 0ms})).values ==
+        std::vector<std::string>{"abcd", "z"});
+  CHECK(expect<round::KvReady>(ops.call(kv, round::KvWait{{"a", "g"}, 0ms})).values.empty());
 
   // Beat and probe: absent before the first beat, then a fresh counter per probe.
   const auto before = expect<round::KvLiveness>(ops.call(kv, round::KvProbe{"beat/self"}));
@@ -368,15 +372,17 @@ TEST_CASE("EtcdKv waits complete on a set by another backend, time out, and canc
   TwoBackends two("wait");
   auto& [loop, ops, prefix, waiter, setter] = two;
 
-  const auto wait = ops.start(waiter, round::KvWait{{"k1", "k2"}, 60s});
-  expect<round::KvDone>(ops.call(setter, round::KvSet{"k1", "v"}));
+  const auto wait = ops.start(waiter, round::KvWait{{"k2", "k1"}, 60s});
+  expect<round::KvDone>(ops.call(setter, round::KvSet{"k1", "v1"}));
   // A key between the two (not waited for) does not matter either.
   expect<round::KvDone>(ops.call(setter, round::KvSet{"k1x", "v"}));
   loop.run_for(100ms);
   CHECK_FALSE(ops.done(wait));  // k2 is still missing
-  expect<round::KvDone>(ops.call(setter, round::KvSet{"k2", "v"}));
+  expect<round::KvDone>(ops.call(setter, round::KvSet{"k2", "v2"}));
   REQUIRE(ops.wait(wait, 20s));
   CHECK(expect<round::KvReady>(ops.result(wait)).ready);
+  // The values the watch saw, in the wait's order.
+  CHECK(expect<round::KvReady>(ops.result(wait)).values == std::vector<std::string>{"v2", "v1"});
 
   // Timeout.
   CHECK_FALSE(expect<round::KvReady>(ops.call(waiter, round::KvWait{{"never"}, 300ms})).ready);
@@ -564,6 +570,16 @@ TEST_CASE("EtcdKv applies a read-modify-write exactly once when its write is los
       CHECK(proxy.lost() == 1);
       CHECK(value_of(ops.call(kv, round::KvCompareSet{"owner", std::nullopt, "you"})) == "me");
     }
+    {
+      // A ticket is one txn: retried after the loss, it still counts its member once.
+      LossyProxy proxy(loop.io, cluster.endpoints(), loss);
+      EtcdKv kv(loop.io, options_for(proxy.endpoint(), prefix));
+      CHECK(expect<round::KvCounter>(ops.call(kv, round::KvTakeTicket{"joined", "a"})).value == 1);
+      CHECK(proxy.lost() == 1);
+      CHECK(expect<round::KvCounter>(ops.call(direct, round::KvTakeTicket{"joined", "b"})).value ==
+            2);
+      CHECK(expect<round::KvCounter>(ops.call(kv, round::KvCountTickets{"joined"})).value == 2);
+    }
   }
 }
 
@@ -605,8 +621,16 @@ TEST_CASE("EtcdKv beats hold a lease: gone after the TTL when the agent dies, at
   bool closed = false;
   leaving.close([&] { closed = true; });
   REQUIRE(loop.run_until([&] { return closed; }, 20s));
-  const auto left = expect<round::KvLiveness>(ops.call(observer, round::KvProbe{"beat/leaving"}));
-  CHECK(left.gone);
+  CHECK(value_of(ops.call(observer, round::KvGet{"beat/leaving"})) == std::nullopt);
+  // The observer's probes are answered by its watch of the key once found: they say gone as
+  // soon as the watch delivers the revoke's delete (polled with a deadline).
+  round::KvLiveness left;
+  REQUIRE(loop.run_until(
+      [&] {
+        left = expect<round::KvLiveness>(ops.call(observer, round::KvProbe{"beat/leaving"}));
+        return left.gone;
+      },
+      20s));
   CHECK(left.counter == 0);
   // The counter written with the lease's help stays: only beat keys and fences die with it.
   CHECK(value_of(ops.call(observer, round::KvGet{"counter"})) == "1");

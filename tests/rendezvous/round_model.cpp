@@ -1,5 +1,6 @@
 #include "round_model.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 
@@ -298,8 +299,18 @@ std::vector<std::function<void(World&)>> World::actions() const {
         const uint64_t id = wait.id;
         out.push_back([i, id, ready](World& w) {
           SimNode& n = w.nodes_[static_cast<std::size_t>(i)];
-          std::erase_if(n.waits, [&](const WaitOp& x) { return x.id == id; });
-          w.deliver(i, KvAnswered{id, KvReady{ready}});
+          const auto asked = std::find_if(n.waits.begin(), n.waits.end(),
+                                          [&](const WaitOp& x) { return x.id == id; });
+          KvReady answer(ready);
+          // Odd nodes get the values with the wait (as from etcd), even ones read them after
+          // it (as from the store): the model checks both.
+          if (ready && i % 2 == 1) {
+            for (const auto& key : asked->keys) {
+              answer.values.push_back(w.store_.at(key));
+            }
+          }
+          n.waits.erase(asked);
+          w.deliver(i, KvAnswered{id, std::move(answer)});
         });
       }
     }

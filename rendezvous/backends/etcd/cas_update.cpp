@@ -2,6 +2,8 @@
 
 #include "rendezvous/backends/etcd/cas_update.hpp"
 
+#include <algorithm>
+
 #include "rendezvous/backends/etcd/etcd_codec.hpp"
 
 namespace ddprun::rendezvous::backends::etcd {
@@ -17,19 +19,20 @@ std::optional<EtcdKeyValue> first(RangeReply range) {
 }  // namespace
 
 CasUpdate::CasUpdate(EtcdClient& client, LeaseKeeper& lease, std::string key,
-                     std::function<std::string()> new_fence_key, Rule rule,
+                     std::function<std::string()> new_fence_key, Rule rule, Fencing fencing,
                      Clock::time_point deadline, std::function<void(round::KvResult)> done)
     : client_(client),
       lease_keeper_(lease),
       key_(std::move(key)),
       new_fence_key_(std::move(new_fence_key)),
       rule_(std::move(rule)),
+      fencing_(fencing),
       deadline_(deadline),
       done_(std::move(done)),
       fence_key_(new_fence_key_()) {}
 
 void CasUpdate::start() {
-  acquire_lease();
+  read();  // the lease, for the fence, only once there is something to write
 }
 
 round::KvError CasUpdate::error(round::KvErrorKind kind, const std::string& what) const {
@@ -85,6 +88,10 @@ void CasUpdate::decide(const std::optional<EtcdKeyValue>& current) {
     finish(std::move(plan_->answer));
     return;
   }
+  if (fencing_ == Fencing::kFence && lease_ == 0) {
+    acquire_lease();  // then writes
+    return;
+  }
   write();
 }
 
@@ -95,18 +102,25 @@ void CasUpdate::write() {
   } else {
     txn.compare.push_back({key_, TxnCompare::Target::kCreateRevision, 0, {}});
   }
-  txn.compare.push_back({fence_key_, TxnCompare::Target::kCreateRevision, 0, {}});
+  const bool fenced = fencing_ == Fencing::kFence;
   txn.success.emplace_back(PutRequest{key_, *plan_->desired, 0});
-  txn.success.emplace_back(PutRequest{fence_key_, std::string(kFenceApplied), lease_});
   txn.failure.emplace_back(RangeRequest{key_, {}});
-  txn.failure.emplace_back(RangeRequest{fence_key_, {}});
+  if (fenced) {
+    txn.compare.push_back({fence_key_, TxnCompare::Target::kCreateRevision, 0, {}});
+    txn.success.emplace_back(PutRequest{fence_key_, std::string(kFenceApplied), lease_});
+    txn.failure.emplace_back(RangeRequest{fence_key_, {}});
+  }
   client_.call(
       "/v3/kv/txn", EtcdCodec::txn(txn), EtcdClient::Retry::kUnlessMaybeApplied, deadline_,
-      lifetime_.guard([this](EtcdClient::Outcome outcome) {
+      lifetime_.guard([this, fenced](EtcdClient::Outcome outcome) {
         if (auto* failure = std::get_if<EtcdFailure>(&outcome)) {
           if (failure->maybe_applied) {
-            settle();
-          } else if (failure->code == kGrpcNotFound) {
+            if (fenced) {
+              settle();
+            } else {
+              read();  // the rule sees the attempt's value if it was applied
+            }
+          } else if (fenced && failure->code == kGrpcNotFound) {
             // The lease expired (txn refused as a whole): take a new one and write again.
             lease_keeper_.forget(lease_);
             acquire_lease();
@@ -121,12 +135,14 @@ void CasUpdate::write() {
             finish(std::move(plan_->answer));
             return;
           }
-          if (reply.responses.size() != 2 ||
-              !std::holds_alternative<RangeReply>(reply.responses[0]) ||
-              !std::holds_alternative<RangeReply>(reply.responses[1])) {
-            throw EtcdProtocolError("a failed txn without the two reads of its failure branch");
+          const std::size_t reads = fenced ? 2 : 1;
+          if (reply.responses.size() != reads ||
+              !std::all_of(reply.responses.begin(), reply.responses.end(), [](const auto& read) {
+                return std::holds_alternative<RangeReply>(read);
+              })) {
+            throw EtcdProtocolError("a failed txn without the reads of its failure branch");
           }
-          if (!std::get<RangeReply>(reply.responses[1]).kvs.empty()) {
+          if (fenced && !std::get<RangeReply>(reply.responses[1]).kvs.empty()) {
             throw EtcdProtocolError("the fence key " + fence_key_ + " exists before its write");
           }
           decide(first(std::move(std::get<RangeReply>(reply.responses[0]))));

@@ -5,6 +5,14 @@
 // Each attempt reads the key, lets the rule decide the new value, and writes it with a txn
 // that compares the key's mod_revision (create_revision 0 when absent) and, in the same txn,
 // creates a fence key unique to the attempt (on the agent's lease, so fences vanish with it).
+// The lease is acquired only when the rule decides to write: a claim another agent already
+// holds costs one read, no lease grant (a raft write).
+//
+// Unfenced (Fencing::kNone, for a compare-and-set): the write needs no fence, as its answer is
+// only what the key holds afterwards. An attempt whose outcome is unknown is settled by reading
+// the key again and letting the rule decide: if the attempt was applied the rule sees its
+// value; if not, the next txn compares the same revision, so at most one of the two applies.
+// No fence, no lease: one read and one txn.
 // A conflict retries from the value the txn's failure branch returned. When an attempt's
 // outcome is unknown (timed out, connection lost after sending), the fence settles it: a txn
 // creates the fence key as "fenced" unless it exists. If it exists as "applied", the attempt
@@ -39,10 +47,13 @@ class CasUpdate {
   };
   using Rule =
       std::function<std::variant<Plan, round::KvError>(const std::optional<std::string>& current)>;
+  // kFence: the rule is not idempotent (add, append); kNone: applying it twice gives the same
+  // answer (compare-and-set).
+  enum class Fencing { kFence, kNone };
 
   CasUpdate(EtcdClient& client, LeaseKeeper& lease, std::string key,
-            std::function<std::string()> new_fence_key, Rule rule, Clock::time_point deadline,
-            std::function<void(round::KvResult)> done);
+            std::function<std::string()> new_fence_key, Rule rule, Fencing fencing,
+            Clock::time_point deadline, std::function<void(round::KvResult)> done);
   CasUpdate(const CasUpdate&) = delete;
   CasUpdate& operator=(const CasUpdate&) = delete;
 
@@ -65,6 +76,7 @@ class CasUpdate {
   std::string key_;
   std::function<std::string()> new_fence_key_;
   Rule rule_;
+  Fencing fencing_;
   Clock::time_point deadline_;
   std::function<void(round::KvResult)> done_;
   std::int64_t lease_ = 0;

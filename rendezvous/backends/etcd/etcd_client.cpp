@@ -3,6 +3,7 @@
 #include "rendezvous/backends/etcd/etcd_client.hpp"
 
 #include <algorithm>
+#include <random>
 
 #include "rendezvous/backends/etcd/etcd_codec.hpp"
 #include "rendezvous/backends/etcd/failover_log.hpp"
@@ -11,6 +12,11 @@
 
 namespace ddprun::rendezvous::backends::etcd {
 namespace {
+
+std::size_t random_member(std::size_t members) {
+  std::random_device device;
+  return std::uniform_int_distribution<std::size_t>(0, members - 1)(device);
+}
 
 using Trouble = FailoverLog::Trouble;
 
@@ -55,6 +61,9 @@ EtcdClient::EtcdClient(boost::asio::io_context& io, EtcdOptions options)
     : io_(io),
       options_(std::move(options)),
       tls_(options_.tls.enabled ? TlsContext::create(options_.tls) : nullptr),
+      // A random first member: agents spread over the members' gateways instead of all
+      // loading the first one of the list.
+      preferred_(random_member(options_.endpoints.size())),
       idle_(options_.endpoints.size()) {}
 
 EtcdClient::~EtcdClient() {

@@ -116,13 +116,28 @@ EtcdKeyValue decode_kv(const json& value) {
   return kv;
 }
 
+// A range alone or inside a txn: the same fields (a txn's count-only read of the tickets would
+// otherwise return every ticket).
+json encode_range(const RangeRequest& request) {
+  json body = {{"key", base64_encode(request.key)}};
+  if (!request.range_end.empty()) {
+    body["range_end"] = base64_encode(request.range_end);
+  }
+  if (request.count_only) {
+    body["count_only"] = true;
+  }
+  if (request.keys_only) {
+    body["keys_only"] = true;
+  }
+  if (request.max_create_revision > 0) {
+    body["max_create_revision"] = std::to_string(request.max_create_revision);
+  }
+  return body;
+}
+
 json encode_operation(const TxnOperation& operation) {
   if (const auto* range = std::get_if<RangeRequest>(&operation)) {
-    json body = {{"key", base64_encode(range->key)}};
-    if (!range->range_end.empty()) {
-      body["range_end"] = base64_encode(range->range_end);
-    }
-    return {{"request_range", std::move(body)}};
+    return {{"request_range", encode_range(*range)}};
   }
   const auto& put = std::get<PutRequest>(operation);
   json body = {{"key", base64_encode(put.key)}, {"value", base64_encode(put.value)}};
@@ -183,20 +198,7 @@ bool depth_within(std::string_view text, std::size_t max_depth) {
 }  // namespace
 
 std::string EtcdCodec::range(const RangeRequest& request) {
-  json body = {{"key", base64_encode(request.key)}};
-  if (!request.range_end.empty()) {
-    body["range_end"] = base64_encode(request.range_end);
-  }
-  if (request.count_only) {
-    body["count_only"] = true;
-  }
-  if (request.keys_only) {
-    body["keys_only"] = true;
-  }
-  if (request.max_create_revision > 0) {
-    body["max_create_revision"] = std::to_string(request.max_create_revision);
-  }
-  return body.dump();
+  return encode_range(request).dump();
 }
 
 std::string EtcdCodec::put(const PutRequest& request) {

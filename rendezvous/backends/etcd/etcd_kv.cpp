@@ -50,6 +50,7 @@ EtcdKv::EtcdKv(boost::asio::io_context& io, EtcdOptions options)
 EtcdKv::~EtcdKv() {
   // Pending ops are abandoned: their work objects go first, then the client closes sockets.
   pending_.clear();
+  beat_watch_.reset();
   client_.close();
 }
 
@@ -127,6 +128,7 @@ void EtcdKv::close(std::function<void()> done) {
   }
   closing_ = true;
   close_done_ = std::move(done);
+  beat_watch_.reset();
   // A wait could last its whole timeout: leaving does not wait for it.
   std::vector<uint64_t> waits;
   for (const auto& [serial, pending] : pending_) {
@@ -272,9 +274,10 @@ void EtcdKv::run(uint64_t serial, round::KvMultiSet op) {
   adopt(serial, std::move(batch));
 }
 
-void EtcdKv::update(uint64_t serial, const std::string& key, CasUpdate::Rule rule) {
+void EtcdKv::update(uint64_t serial, const std::string& key, CasUpdate::Rule rule,
+                    CasUpdate::Fencing fencing) {
   auto update = std::make_shared<CasUpdate>(
-      client_, lease_, full_key(key), [this] { return new_fence_key(); }, std::move(rule),
+      client_, lease_, full_key(key), [this] { return new_fence_key(); }, std::move(rule), fencing,
       deadline(), lifetime_.guard([this, serial](round::KvResult result) {
         finish(serial, std::move(result));
       }));
@@ -309,15 +312,17 @@ void EtcdKv::run(uint64_t serial, round::KvAdd op) {
 
 template <>
 void EtcdKv::run(uint64_t serial, round::KvCompareSet op) {
-  update(serial, op.key,
-         [expected = std::move(op.expected),
-          desired = std::move(op.desired)](const std::optional<std::string>& current)
-             -> std::variant<CasUpdate::Plan, round::KvError> {
-           if (current == expected) {
-             return CasUpdate::Plan{desired, round::KvValue{desired}};
-           }
-           return CasUpdate::Plan{std::nullopt, round::KvValue{current}};
-         });
+  update(
+      serial, op.key,
+      [expected = std::move(op.expected),
+       desired = std::move(op.desired)](const std::optional<std::string>& current)
+          -> std::variant<CasUpdate::Plan, round::KvError> {
+        if (current == expected) {
+          return CasUpdate::Plan{desired, round::KvValue{desired}};
+        }
+        return CasUpdate::Plan{std::nullopt, round::KvValue{current}};
+      },
+      CasUpdate::Fencing::kNone);
 }
 
 template <>
@@ -389,12 +394,25 @@ void EtcdKv::beat(uint64_t serial, std::string key, Clock::time_point until, boo
   }));
 }
 
+// Probes come every check period; once the key was found, its watch answers them, so they
+// cost etcd nothing (the key only vanishes with its owner's lease: a delete event).
 template <>
 void EtcdKv::run(uint64_t serial, round::KvProbe op) {
+  if (beat_watch_ && beat_watch_->key() == full_key(op.key) && !beat_watch_->broken()) {
+    finish(serial, beat_watch_->present() ? round::KvLiveness{++probe_counter_, false}
+                                          : round::KvLiveness{0, true});
+    return;
+  }
+  beat_watch_.reset();
   read_range(serial, RangeRequest{full_key(op.key), {}},
              [this, serial, key = op.key](const RangeReply& range) {
                if (!range.kvs.empty()) {
                  seen_alive_.insert(key);
+                 if (!closing_ && !beat_watch_) {
+                   beat_watch_ =
+                       std::make_unique<BeatWatch>(client_, full_key(key), range.revision);
+                   beat_watch_->start();
+                 }
                  finish(serial, round::KvLiveness{++probe_counter_, false});
                } else {
                  finish(serial, round::KvLiveness{0, seen_alive_.contains(key)});
@@ -419,24 +437,45 @@ void EtcdKv::read_range(uint64_t serial, const RangeRequest& request,
 }
 
 // A ticket is the key <key>/<member>; its position is how many tickets were created up to its
-// own put (revisions are global and monotonic), so draws by many agents never conflict. A
-// retried put of the same member keeps its create revision: it is counted once.
+// own put (revisions are global and monotonic, tickets are never deleted), so draws by many
+// agents never conflict. One txn draws it: the put, then a count of the tickets, which inside
+// the txn sees the store just after the put (etcd reads a write txn at its own revision): one
+// request and one raft write per draw. A retried draw whose first try was applied finds the
+// ticket (the failure branch) and counts the tickets created up to it instead.
 template <>
 void EtcdKv::run(uint64_t serial, round::KvTakeTicket op) {
-  client_.call("/v3/kv/put", EtcdCodec::put(PutRequest{full_key(op.key) + "/" + op.member, "1", 0}),
-               EtcdClient::Retry::kAlways, deadline(),
-               lifetime_.guard([this, serial, key = op.key](EtcdClient::Outcome outcome) {
-                 if (auto* failure = std::get_if<EtcdFailure>(&outcome)) {
-                   finish(serial, to_kv_error(*failure));
-                   return;
-                 }
-                 try {
-                   const auto put = EtcdCodec::decode_put(std::get<nlohmann::json>(outcome));
-                   count_tickets(serial, key, put.revision);
-                 } catch (const EtcdProtocolError& bad) {
-                   finish(serial, protocol_error(std::string("bad put reply: ") + bad.what()));
-                 }
-               }));
+  const std::string prefix = full_key(op.key) + "/";
+  const std::string ticket = prefix + op.member;
+  TxnRequest txn;
+  txn.compare.push_back({ticket, TxnCompare::Target::kCreateRevision, 0, {}});
+  txn.success.emplace_back(PutRequest{ticket, "1", 0});
+  txn.success.emplace_back(RangeRequest{prefix, EtcdCodec::prefix_end(prefix), true, 0, false});
+  txn.failure.emplace_back(RangeRequest{ticket, {}});
+  client_.call(
+      "/v3/kv/txn", EtcdCodec::txn(txn), EtcdClient::Retry::kAlways, deadline(),
+      lifetime_.guard([this, serial, key = op.key](EtcdClient::Outcome outcome) {
+        if (auto* failure = std::get_if<EtcdFailure>(&outcome)) {
+          finish(serial, to_kv_error(*failure));
+          return;
+        }
+        try {
+          const auto reply = EtcdCodec::decode_txn(std::get<nlohmann::json>(outcome));
+          const auto* read =
+              reply.responses.empty() ? nullptr : std::get_if<RangeReply>(&reply.responses.back());
+          if (read == nullptr) {
+            throw EtcdProtocolError("a ticket txn without its read");
+          }
+          if (reply.succeeded) {
+            finish(serial, round::KvCounter{read->count});
+          } else if (read->kvs.empty() || read->kvs.front().create_revision <= 0) {
+            throw EtcdProtocolError("a ticket txn failed, yet its ticket does not exist");
+          } else {
+            count_tickets(serial, key, read->kvs.front().create_revision);
+          }
+        } catch (const EtcdProtocolError& bad) {
+          finish(serial, protocol_error(std::string("bad ticket txn reply: ") + bad.what()));
+        }
+      }));
 }
 
 template <>

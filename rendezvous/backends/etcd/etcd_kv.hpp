@@ -4,17 +4,25 @@
 //
 //   KvGet, KvMultiGet    range; ranges in txns of at most 128 (linearizable reads)
 //   KvSet, KvMultiSet    put; puts in txns of at most 128
-//   KvAdd, KvAppend,     read + txn comparing mod_revision (create_revision 0 when absent),
-//   KvCompareSet         retried on conflict, exactly once despite lost replies (CasUpdate)
+//   KvAdd, KvAppend      read + txn comparing mod_revision (create_revision 0 when absent),
+//                        retried on conflict, exactly once despite lost replies (CasUpdate,
+//                        fenced)
+//   KvCompareSet         the same, unfenced: no lease, and no write when the key holds
+//                        something else already
 //   KvWait               read, then a watch from the revision after it (KeyWaiter)
 //   KvBeat               the key put once on this agent's lease, which LeaseKeeper renews
-//   KvProbe              range: present -> a fresh counter; absent -> gone once seen present
+//   KvProbe              range: present -> a fresh counter; absent -> gone once seen present;
+//                        once present, a watch of the key answers instead (BeatWatch)
+//   KvTakeTicket         one txn: put <key>/<member>, count the tickets (its position)
+//   KvCountTickets       range, count only
 //
 // Every key lives under options.key_prefix. The backend's own bookkeeping keys (fences of
 // CasUpdate, on the lease) live under "<prefix>_ddprun_etcd/", so the lease is granted by the
-// first KvBeat, KvAdd, KvAppend or KvCompareSet. KvBeat answers an error once renewals have
-// failed for the whole failover budget; a lease found expired is replaced and the beat keys
-// put again.
+// first KvBeat, or KvAdd or KvAppend that writes. KvBeat answers an error once
+// renewals have failed for the whole failover budget; a lease found expired is replaced and the
+// beat keys put again. Raft writes, which etcd syncs to disk, are what bounds a round's
+// formation at scale: a join costs its ticket txn and its record put; lease renewals are no
+// raft writes (etcd 3.4's leader renews leases in memory).
 // Every op gives up after options.failover_budget (a KvWait also ends at its own timeout).
 // close() ends pending KvWaits with kUnreachable (they could last their whole timeout),
 // waits for the other ops, revokes the lease, closes the connections, then posts done.
@@ -30,6 +38,7 @@
 #include <string>
 
 #include "rendezvous/backends/etcd/beast.hpp"
+#include "rendezvous/backends/etcd/beat_watch.hpp"
 #include "rendezvous/backends/etcd/cas_update.hpp"
 #include "rendezvous/backends/etcd/etcd_client.hpp"
 #include "rendezvous/backends/etcd/etcd_options.hpp"
@@ -80,7 +89,8 @@ class EtcdKv final : public KvBackend {
   // Counts the tickets at key created up to revision (0: all).
   void count_tickets(uint64_t serial, const std::string& key, std::int64_t up_to_revision);
   void beat(uint64_t serial, std::string key, Clock::time_point deadline, bool renewed);
-  void update(uint64_t serial, const std::string& key, CasUpdate::Rule rule);
+  void update(uint64_t serial, const std::string& key, CasUpdate::Rule rule,
+              CasUpdate::Fencing fencing = CasUpdate::Fencing::kFence);
 
   std::string full_key(const std::string& key) const { return options_.key_prefix + key; }
   std::string new_fence_key();
@@ -99,6 +109,7 @@ class EtcdKv final : public KvBackend {
   std::map<uint64_t, uint64_t> serial_of_;      // caller's id -> serial, while pending
   std::map<std::string, int64_t> beat_leases_;  // beat key -> lease it was put with
   std::set<std::string> seen_alive_;            // probed keys once found present
+  std::unique_ptr<BeatWatch> beat_watch_;       // the probed key, once found present
   bool closing_ = false;
   bool closed_ = false;
   std::function<void()> close_done_;

@@ -10,7 +10,8 @@ namespace ddprun::rendezvous::backends::etcd {
 KeyWaiter::KeyWaiter(EtcdClient& client, std::vector<std::string> keys,
                      std::chrono::milliseconds timeout, std::function<void(round::KvResult)> done)
     : client_(client),
-      wanted_(keys.begin(), keys.end()),
+      keys_(std::move(keys)),
+      wanted_(keys_.begin(), keys_.end()),
       timeout_(timeout),
       done_(std::move(done)),
       timer_(client.io()) {}
@@ -62,11 +63,12 @@ void KeyWaiter::on_read(std::vector<TxnReply> replies) {
     for (const auto& response : reply.responses) {
       for (const auto& kv : std::get<RangeReply>(response).kvs) {
         missing_.erase(kv.key);
+        seen_[kv.key] = kv.value;
       }
     }
   }
   if (missing_.empty()) {
-    finish(round::KvReady{true});
+    finish_ready();
     return;
   }
   if (timed_out_) {
@@ -104,13 +106,24 @@ void KeyWaiter::on_events(const std::vector<WatchEvent>& events) {
     }
     if (event.deleted) {
       missing_.insert(event.kv.key);
+      seen_.erase(event.kv.key);
     } else {
       missing_.erase(event.kv.key);
+      seen_[event.kv.key] = event.kv.value;
     }
   }
   if (missing_.empty()) {
-    finish(round::KvReady{true});
+    finish_ready();
   }
+}
+
+void KeyWaiter::finish_ready() {
+  round::KvReady ready(true);
+  ready.values.reserve(keys_.size());
+  for (const auto& key : keys_) {
+    ready.values.push_back(seen_.at(key));
+  }
+  finish(std::move(ready));
 }
 
 void KeyWaiter::retire_watch() {

@@ -3,6 +3,8 @@
 //
 // It reads the keys, and if some are missing, watches the range that spans them from the
 // revision after that read, so a key created between the read and the watch is not missed.
+// A ready answer carries the values it saw (KvReady::values), so a key written once need not
+// be read again.
 // The watch survives the loss of members (WatchStream). A compacted start revision means
 // reading again. Destroying the waiter cancels it (closes its watch).
 //
@@ -11,6 +13,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -42,11 +45,14 @@ class KeyWaiter {
   void watch(std::int64_t from_revision);
   void on_events(const std::vector<WatchEvent>& events);
   void retire_watch();
+  void finish_ready();  // with the values seen
   void finish(round::KvResult result);
 
   EtcdClient& client_;
+  std::vector<std::string> keys_;  // as asked, for the order of the values
   std::set<std::string> wanted_;
   std::set<std::string> missing_;
+  std::map<std::string, std::string> seen_;  // the last value read or watched of each key
   std::chrono::milliseconds timeout_;
   std::function<void(round::KvResult)> done_;
   boost::asio::steady_timer timer_;
