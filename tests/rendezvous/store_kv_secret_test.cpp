@@ -18,6 +18,7 @@
 #include "rendezvous/backends/store_kv_requests.hpp"
 #include "rendezvous/store/job_auth.hpp"
 #include "rendezvous/store/store_server.hpp"
+#include "store_kv_testing.hpp"
 
 using namespace std::chrono_literals;
 namespace kv = ddprun::rendezvous::round;
@@ -27,6 +28,8 @@ using ddprun::rendezvous::backends::StoreKv;
 using ddprun::rendezvous::backends::StoreKvOptions;
 using ddprun::rendezvous::backends::StoreKvRequests;
 using Clock = std::chrono::steady_clock;
+using ddprun::rendezvous::testing::Loop;
+using ddprun::rendezvous::testing::options_for;
 
 namespace {
 
@@ -35,27 +38,6 @@ const std::string kValidate("\x00\xce\xf7\x85\x3c", 5);
 constexpr std::size_t kPingBytes = 5;  // opcode, u32 nonce
 constexpr std::size_t kChallengeBytes = 1 + store::kAuthNonceBytes;
 constexpr std::size_t kProofBytes = 1 + store::kAuthProofBytes;
-
-class Loop {
- public:
-  // Runs handlers until done() holds; false when the deadline came first.
-  bool run_until(const std::function<bool()>& done, std::chrono::milliseconds limit = 30s) {
-    const auto deadline = Clock::now() + limit;
-    while (!done()) {
-      if (Clock::now() >= deadline) {
-        return false;
-      }
-      io.run_one_until(deadline);
-    }
-    return true;
-  }
-
-  boost::asio::io_context io;
-
- private:
-  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> guard_{
-      io.get_executor()};
-};
 
 // A TCP relay on the test's loop between a client and the store. It records what each
 // connection's client sent and passes it on at once; what the store answers is recorded and,
@@ -175,17 +157,6 @@ std::unique_ptr<store::StoreServer> start_server() {
   options.log_level = store::StoreLogLevel::quiet;
   options.secret = kSecret;
   return store::StoreServer::start(options);
-}
-
-StoreKvOptions options_for(uint16_t port, const std::string& secret) {
-  StoreKvOptions options;
-  options.host = "127.0.0.1";
-  options.port = port;
-  options.connect_timeout = 20s;
-  options.reconnect_timeout = 2s;
-  options.op_timeout = 20s;
-  options.secret = secret;
-  return options;
 }
 
 // Runs one op to its end on the loop.

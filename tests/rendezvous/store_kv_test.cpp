@@ -28,6 +28,7 @@
 #include "raw_connection.hpp"
 #include "rendezvous/store/store_server.hpp"
 #include "rendezvous/store/wire_codec.hpp"
+#include "store_kv_testing.hpp"
 
 using namespace std::chrono_literals;
 namespace kv = ddprun::rendezvous::round;
@@ -39,33 +40,13 @@ using ddprun::rendezvous::store::WireGeneration;
 using ddprun::rendezvous::store::testing::ChildProcess;
 using ddprun::rendezvous::store::testing::StoreDaemon;
 using Clock = std::chrono::steady_clock;
+using ddprun::rendezvous::testing::Loop;
+using ddprun::rendezvous::testing::options_for;
 using Value = std::optional<std::string>;
 
 namespace {
 
 const std::string kScripts = std::string(DDPRUN_SOURCE_DIR) + "/tests/rendezvous/python/";
-
-// The test's event loop. A work guard keeps run_one_until() blocking while nothing is ready.
-class Loop {
- public:
-  // Runs handlers until done() holds; false when the deadline came first.
-  bool run_until(const std::function<bool()>& done, std::chrono::milliseconds limit = 60s) {
-    const auto deadline = Clock::now() + limit;
-    while (!done()) {
-      if (Clock::now() >= deadline) {
-        return false;
-      }
-      io.run_one_until(deadline);
-    }
-    return true;
-  }
-
-  boost::asio::io_context io;
-
- private:
-  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> guard_{
-      io.get_executor()};
-};
 
 using Slot = std::shared_ptr<std::optional<kv::KvResult>>;
 
@@ -118,16 +99,6 @@ kv::KvError expect_error(const kv::KvResult& result, kv::KvErrorKind kind) {
   const auto error = std::get<kv::KvError>(result);
   CHECK(error.kind == kind);
   return error;
-}
-
-StoreKvOptions options_for(uint16_t port) {
-  StoreKvOptions options;
-  options.host = "127.0.0.1";
-  options.port = port;
-  options.connect_timeout = 20s;
-  options.reconnect_timeout = 2s;
-  options.op_timeout = 20s;
-  return options;
 }
 
 std::unique_ptr<StoreServer> start_server(uint16_t port = 0) {
