@@ -1,5 +1,6 @@
 // Corrupt records end to end: two real ddprun agents (--nnodes 2, c10d, the store hosted by
-// one of them) run a worker group; a hostile client on a raw socket (not an agent: it speaks
+// one of them) run a worker group (a shell stand-in, or in builds with LibTorch the bundled
+// trainer); a hostile client on a raw socket (not an agent: it speaks
 // the store protocol itself) writes junk into every rendezvous key of the running round.
 // Both agents must stop within seconds with exit status 1 and a message naming a corrupt
 // key, never "lost the connection", and nothing may crash. With a job secret the same junk,
@@ -16,6 +17,7 @@
 #include "rendezvous/backends/store_kv_requests.hpp"
 #include "rendezvous/round/round_keys.hpp"
 #include "tests/rendezvous/raw_connection.hpp"
+#include "tests/slurm/training_job.hpp"
 
 using namespace ddprun::agent::e2e;
 using namespace std::chrono_literals;
@@ -39,28 +41,32 @@ const std::string kSnapshottingWorker =
     "mv \"$DIR/snapshot-$RANK.tmp\" \"$DIR/snapshot-$RANK\"";
 const std::string kSecret = "hostile-test-secret-0123456789";
 
-std::vector<std::string> agent_argv(uint16_t port, int node, const std::string& worker) {
-  return {ddprun_binary(),
-          "--nnodes",
-          "2",
-          "--nproc_per_node",
-          "2",
-          "--rdzv_backend",
-          "c10d",
-          "--rdzv_endpoint",
-          "127.0.0.2:" + std::to_string(port),
-          "--rdzv_id",
-          kRunId,
-          "--rdzv_conf",
-          kFastRdzv + (node == 2 ? ",is_host=1" : ",is_host=0"),
-          "--local_addr",
-          "127.0.0." + std::to_string(node),
-          "--shutdown_timeout",
-          "3",
-          "--no_python",
-          "/bin/sh",
-          "-c",
-          worker};
+// The workers: a shell script (a stand-in) or the bundled trainer with its arguments.
+std::vector<std::string> shell_worker(const std::string& script) {
+  return {"--no_python", "/bin/sh", "-c", script};
+}
+
+std::vector<std::string> agent_argv(uint16_t port, int node,
+                                    const std::vector<std::string>& workers) {
+  std::vector<std::string> argv = {ddprun_binary(),
+                                   "--nnodes",
+                                   "2",
+                                   "--nproc_per_node",
+                                   "2",
+                                   "--rdzv_backend",
+                                   "c10d",
+                                   "--rdzv_endpoint",
+                                   "127.0.0.2:" + std::to_string(port),
+                                   "--rdzv_id",
+                                   kRunId,
+                                   "--rdzv_conf",
+                                   kFastRdzv + (node == 2 ? ",is_host=1" : ",is_host=0"),
+                                   "--local_addr",
+                                   "127.0.0." + std::to_string(node),
+                                   "--shutdown_timeout",
+                                   "3"};
+  argv.insert(argv.end(), workers.begin(), workers.end());
+  return argv;
 }
 
 // A client that is no agent: it opens the store like any TCPStore client (VALIDATE, PING) and
@@ -96,8 +102,8 @@ class RunningJob {
  public:
   explicit RunningJob(const std::string& worker = kSleepingWorker, std::string secret = "")
       : secret_(std::move(secret)),
-        host_(agent_argv(port_, 2, worker), dir_ / "agent-2", env()),
-        other_(agent_argv(port_, 3, worker), dir_ / "agent-3", env()) {
+        host_(agent_argv(port_, 2, shell_worker(worker)), dir_ / "agent-2", env()),
+        other_(agent_argv(port_, 3, shell_worker(worker)), dir_ / "agent-3", env()) {
     for (int rank = 0; rank < 4; ++rank) {
       INFO(host_.output() + other_.output());
       REQUIRE(wait_for_file(
@@ -151,6 +157,70 @@ class RunningJob {
   Process host_;
   Process other_;
 };
+
+// With a job secret: every opcode that names a key, with junk, multi-MiB values and counters
+// near overflow, into every agent key of round 0, each on a connection of its own, which the
+// store must close at that request. PyTorch's own keys stay open to everyone.
+void refuse_every_attack(uint16_t port) {
+  const RoundKeys keys(kRunId);
+  const uint64_t r = 0;
+  const std::string four_mib(std::size_t{4} << 20, 'x');
+  std::vector<std::string> targets = {
+      keys.config(),          keys.round(),     keys.restarts(),     keys.job_closed(),
+      keys.joined(r),         keys.expected(r), keys.close_claim(r), keys.closed(r),
+      keys.master(r),         keys.waiting(r),  keys.lost(r),        keys.fail_claim(r),
+      keys.failed(r),         keys.reform(r),   keys.exit_count(r),  keys.left(r),
+      keys.stacks_requests(r)};
+  for (int slot = 1; slot <= 2; ++slot) {
+    for (const auto& key : {keys.node(r, slot), keys.assignment(r, slot), keys.wake(r, slot),
+                            keys.heartbeat(r, slot)})
+      targets.push_back(key);
+  }
+  const StoreKvRequests requests{WireGeneration::g2};
+  const int64_t int64_max = std::numeric_limits<int64_t>::max();
+  // Every opcode that names a key, with junk, multi-MiB values and counters near overflow:
+  // each on a connection of its own, which the store must close at that request.
+  const std::vector<std::function<std::string(const std::string&)>> attacks = {
+      [&](const std::string& key) { return requests.set(key, "\xff\xfe"); },
+      [&](const std::string& key) { return requests.set(key, four_mib); },
+      [&](const std::string& key) { return requests.add(key, int64_max); },
+      [&](const std::string& key) { return requests.add(key, int64_t{1} << 62); },
+      [&](const std::string& key) { return requests.compare_set(key, "", "1e308"); },
+      [&](const std::string& key) { return requests.append(key, "{\"nodes\": 2}"); },
+      [&](const std::string& key) { return requests.multi_set({key}, {""}); },
+      [&](const std::string& key) { return requests.get(key); },
+      [&](const std::string& key) { return requests.multi_get({key}); },
+      [&](const std::string& key) { return requests.check({key}); },
+      [&](const std::string& key) { return requests.wait({key}); },
+  };
+  int refused = 0;
+  for (const auto& key : targets) {
+    for (const auto& attack : attacks) {
+      RawConnection hostile(port, "127.0.0.2");
+      hostile.send(StoreKvRequests::validate_and_ping(7));
+      REQUIRE(hostile.receive(4).size() == 4);
+      INFO(key);
+      bool closed = false;
+      try {
+        hostile.send(attack(key));
+        closed = hostile.closed_within(5s);
+      } catch (const ddprun::rendezvous::store::SocketBroken&) {
+        closed = true;  // cut off while it was still sending
+      }
+      CHECK(closed);
+      ++refused;
+    }
+  }
+  CHECK(refused == static_cast<int>(targets.size() * attacks.size()));
+  // PyTorch's own keys stay open to everyone, as the workers need them.
+  {
+    RawConnection pytorch_like(port, "127.0.0.2");
+    pytorch_like.send(StoreKvRequests::validate_and_ping(9));
+    REQUIRE(pytorch_like.receive(4).size() == 4);
+    pytorch_like.send(requests.add("/worker_count", 1));
+    CHECK(pytorch_like.receive(8).size() == 8);
+  }
+}
 
 }  // namespace
 
@@ -212,64 +282,7 @@ TEST_CASE("counters an agent adds to hold no integer: corrupt, not a lost connec
 
 TEST_CASE("with a job secret, junk through every opcode is refused and the job finishes intact") {
   RunningJob job(kSnapshottingWorker, kSecret);
-  const RoundKeys keys(kRunId);
-  const uint64_t r = 0;
-  const std::string four_mib(std::size_t{4} << 20, 'x');
-  std::vector<std::string> targets = {
-      keys.config(),          keys.round(),     keys.restarts(),     keys.job_closed(),
-      keys.joined(r),         keys.expected(r), keys.close_claim(r), keys.closed(r),
-      keys.master(r),         keys.waiting(r),  keys.lost(r),        keys.fail_claim(r),
-      keys.failed(r),         keys.reform(r),   keys.exit_count(r),  keys.left(r),
-      keys.stacks_requests(r)};
-  for (int slot = 1; slot <= 2; ++slot) {
-    for (const auto& key : {keys.node(r, slot), keys.assignment(r, slot), keys.wake(r, slot),
-                            keys.heartbeat(r, slot)})
-      targets.push_back(key);
-  }
-  const StoreKvRequests requests{WireGeneration::g2};
-  const int64_t int64_max = std::numeric_limits<int64_t>::max();
-  // Every opcode that names a key, with junk, multi-MiB values and counters near overflow:
-  // each on a connection of its own, which the store must close at that request.
-  const std::vector<std::function<std::string(const std::string&)>> attacks = {
-      [&](const std::string& key) { return requests.set(key, "\xff\xfe"); },
-      [&](const std::string& key) { return requests.set(key, four_mib); },
-      [&](const std::string& key) { return requests.add(key, int64_max); },
-      [&](const std::string& key) { return requests.add(key, int64_t{1} << 62); },
-      [&](const std::string& key) { return requests.compare_set(key, "", "1e308"); },
-      [&](const std::string& key) { return requests.append(key, "{\"nodes\": 2}"); },
-      [&](const std::string& key) { return requests.multi_set({key}, {""}); },
-      [&](const std::string& key) { return requests.get(key); },
-      [&](const std::string& key) { return requests.multi_get({key}); },
-      [&](const std::string& key) { return requests.check({key}); },
-      [&](const std::string& key) { return requests.wait({key}); },
-  };
-  int refused = 0;
-  for (const auto& key : targets) {
-    for (const auto& attack : attacks) {
-      RawConnection hostile(job.port(), "127.0.0.2");
-      hostile.send(StoreKvRequests::validate_and_ping(7));
-      REQUIRE(hostile.receive(4).size() == 4);
-      INFO(key);
-      bool closed = false;
-      try {
-        hostile.send(attack(key));
-        closed = hostile.closed_within(5s);
-      } catch (const ddprun::rendezvous::store::SocketBroken&) {
-        closed = true;  // cut off while it was still sending
-      }
-      CHECK(closed);
-      ++refused;
-    }
-  }
-  CHECK(refused == static_cast<int>(targets.size() * attacks.size()));
-  // PyTorch's own keys stay open to everyone, as the workers need them.
-  {
-    RawConnection pytorch_like(job.port(), "127.0.0.2");
-    pytorch_like.send(StoreKvRequests::validate_and_ping(9));
-    REQUIRE(pytorch_like.receive(4).size() == 4);
-    pytorch_like.send(requests.add("/worker_count", 1));
-    CHECK(pytorch_like.receive(8).size() == 8);
-  }
+  refuse_every_attack(job.port());
 
   // The job never noticed: it finishes, every snapshot whole.
   write_file(job.dir() / "go", "");
@@ -285,3 +298,45 @@ TEST_CASE("with a job secret, junk through every opcode is refused and the job f
           "snapshot of rank " + std::to_string(rank) + ", world 4\n");
   }
 }
+
+#if DDPRUN_HAS_TRAINER
+TEST_CASE(
+    "with a job secret, the bundled trainer trains through every attack; its snapshot loads") {
+  TempDir dir;
+  const uint16_t port = free_port("127.0.0.2");
+  const std::string snapshot = dir / "snapshot.pt";
+  // Ten short epochs with a snapshot after each: the attacks start after the first snapshot and
+  // take a small part of what is left.
+  std::vector<std::string> training = {"train"};
+  for (auto& arg : ddprun::slurm_test::tiny_training_at(snapshot, 10, 200, 1000))
+    training.push_back(arg);
+  const std::map<std::string, std::string> env = {{"DDPRUN_RDZV_SECRET", kSecret},
+                                                  {"OMP_NUM_THREADS", "1"}};
+  Process host(agent_argv(port, 2, training), dir / "agent-2", env);
+  Process other(agent_argv(port, 3, training), dir / "agent-3", env);
+  {
+    INFO(host.output() + other.output());
+    REQUIRE(wait_for_file(snapshot, [](const std::string& text) { return !text.empty(); }, 180s));
+  }
+  refuse_every_attack(port);
+
+  const auto host_status = host.wait_exit(300s);
+  const auto other_status = other.wait_exit(300s);
+  const std::string outputs = host.output() + other.output();
+  INFO(outputs);
+  CHECK(host_status == 0);
+  CHECK(other_status == 0);
+  CHECK_THAT(outputs, Catch::Contains("(finished epoch 10)") && !Catch::Contains("is corrupt") &&
+                          !Catch::Contains("rendezvous failed") &&
+                          !Catch::Contains("resumed from"));  // no worker was restarted
+  // The snapshot is whole: torch.load, and strict loads of the model and AdamW state, take it.
+  Process check({reference_python(),
+                 std::string(DDPRUN_SOURCE_DIR) + "/tests/worker-runtime/check_snapshot.py",
+                 snapshot, "1", "2", "32"},
+                dir / "check-out");
+  const auto check_status = check.wait_exit(120s);
+  INFO(check.output());
+  CHECK(check_status == 0);
+  CHECK_THAT(check.output(), Catch::Contains("OK finished_epoch=10"));
+}
+#endif
