@@ -48,23 +48,8 @@ std::vector<std::string> shell_worker(const std::string& script) {
 
 std::vector<std::string> agent_argv(uint16_t port, int node,
                                     const std::vector<std::string>& workers) {
-  std::vector<std::string> argv = {ddprun_binary(),
-                                   "--nnodes",
-                                   "2",
-                                   "--nproc_per_node",
-                                   "2",
-                                   "--rdzv_backend",
-                                   "c10d",
-                                   "--rdzv_endpoint",
-                                   "127.0.0.2:" + std::to_string(port),
-                                   "--rdzv_id",
-                                   kRunId,
-                                   "--rdzv_conf",
-                                   kFastRdzv + (node == 2 ? ",is_host=1" : ",is_host=0"),
-                                   "--local_addr",
-                                   "127.0.0." + std::to_string(node),
-                                   "--shutdown_timeout",
-                                   "3"};
+  std::vector<std::string> argv = two_node_c10d_agent(port, node, kRunId, 2);
+  argv.insert(argv.end(), {"--shutdown_timeout", "3"});
   argv.insert(argv.end(), workers.begin(), workers.end());
   return argv;
 }

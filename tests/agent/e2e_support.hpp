@@ -100,6 +100,27 @@ inline uint16_t free_port(const char* addr = "127.0.0.1") {
   throw std::runtime_error("no free port in 20000-32000");
 }
 
+// ddprun and its options for node `node` (127.0.0.<node>) of a 2-node c10d job whose store
+// node 2 hosts at 127.0.0.2:port, with the fast rendezvous settings; the entry point follows.
+inline std::vector<std::string> two_node_c10d_agent(uint16_t port, int node,
+                                                    const std::string& run_id, int nproc_per_node) {
+  return {ddprun_binary(),
+          "--nnodes",
+          "2",
+          "--nproc_per_node",
+          std::to_string(nproc_per_node),
+          "--rdzv_backend",
+          "c10d",
+          "--rdzv_endpoint",
+          "127.0.0.2:" + std::to_string(port),
+          "--rdzv_id",
+          run_id,
+          "--rdzv_conf",
+          kFastRdzv + (node == 2 ? ",is_host=1" : ",is_host=0"),
+          "--local_addr",
+          "127.0.0." + std::to_string(node)};
+}
+
 // Running and not a zombie.
 inline bool process_running(pid_t pid) {
   std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");

@@ -27,25 +27,9 @@ std::vector<std::string> agent_argv(uint16_t port, int node) {
   const std::string script =
       "echo \"started ${DDPRUN_RDZV_SECRET:-without the secret}\" >> \"$DIR/started\"; while [ ! "
       "-e \"$DIR/go\" ]; do sleep 0.05; done";
-  return {ddprun_binary(),
-          "--nnodes",
-          "2",
-          "--nproc_per_node",
-          "1",
-          "--rdzv_backend",
-          "c10d",
-          "--rdzv_endpoint",
-          "127.0.0.2:" + std::to_string(port),
-          "--rdzv_id",
-          kRunId,
-          "--rdzv_conf",
-          kFastRdzv + (node == 2 ? ",is_host=1" : ",is_host=0"),
-          "--local_addr",
-          "127.0.0." + std::to_string(node),
-          "--no_python",
-          "/bin/sh",
-          "-c",
-          script};
+  std::vector<std::string> argv = two_node_c10d_agent(port, node, kRunId, 1);
+  argv.insert(argv.end(), {"--no_python", "/bin/sh", "-c", script});
+  return argv;
 }
 
 std::map<std::string, std::string> environment(const TempDir& dir, const std::string& secret) {

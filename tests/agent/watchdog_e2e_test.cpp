@@ -39,21 +39,8 @@ void record(const std::string& what) {
 // 127.0.0.2:port (node 2 hosts the store), followed by `rest`.
 std::vector<std::string> two_node_agent(const std::string& port, int node,
                                         const std::string& run_id, std::vector<std::string> rest) {
-  std::vector<std::string> argv = {ddprun_binary(),
-                                   "--nnodes",
-                                   "2",
-                                   "--nproc_per_node",
-                                   "1",
-                                   "--rdzv_backend",
-                                   "c10d",
-                                   "--rdzv_endpoint",
-                                   "127.0.0.2:" + port,
-                                   "--rdzv_id",
-                                   run_id,
-                                   "--rdzv_conf",
-                                   kFastRdzv + (node == 2 ? ",is_host=1" : ",is_host=0"),
-                                   "--local_addr",
-                                   "127.0.0." + std::to_string(node)};
+  std::vector<std::string> argv =
+      two_node_c10d_agent(static_cast<uint16_t>(std::stoi(port)), node, run_id, 1);
   argv.insert(argv.end(), rest.begin(), rest.end());
   return argv;
 }
