@@ -4,7 +4,8 @@
 #   2. .venv: Python virtual environment with PyTorch 2.13.0 (CPU). Its LibTorch is what
 #      ddprun-train builds against, and its torchrun and TCPStore client are the tests' references;
 #   3. .venv-cuda: PyTorch 2.14.1 with CUDA, which CI only compiles and links ddprun-train against
-#      (skip with DDPRUN_CUDA_VENV=0);
+#      (DDPRUN_CUDA_VENV=0 skips it, =1 insists on it; unset, it is skipped with a message when the
+#      disk has too little room for it, as a full disk would fail the whole install);
 #   4. .gpu-deps/: the headers and libraries scripts/gpu-check.sh carries to a GPU machine.
 # Idempotent: installed packages are skipped and a venv that already has its torch is kept.
 # Both venvs and .gpu-deps are ignored by git.
@@ -80,7 +81,30 @@ fi
 if ! .venv/bin/python -c "import matplotlib" 2>/dev/null; then
   .venv/bin/python -m pip install -q --no-cache-dir matplotlib
 fi
-if [[ ${DDPRUN_CUDA_VENV:-1} != 0 ]]; then
-  make_venv .venv-cuda "$TORCH_CUDA_VERSION"
+# The CUDA wheels take about 5.5 GiB once installed, and pip unpacks them beside that: with less
+# room than this the install would die of ENOSPC halfway and leave the disk full for the build.
+CUDA_VENV_NEEDS_GIB=12
+cuda_venv_wanted() {
+  case ${DDPRUN_CUDA_VENV:-auto} in
+    0) return 1 ;;
+    1) return 0 ;;
+  esac
+  if [[ -x .venv-cuda/bin/python ]]; then
+    return 0
+  fi
+  local free_gib
+  free_gib=$(df --output=avail -B1G . | tail -n 1 | tr -d ' ')
+  if ((free_gib < CUDA_VENV_NEEDS_GIB)); then
+    echo "install-deps: skipping .venv-cuda: $free_gib GiB free here and it needs about" \
+      "$CUDA_VENV_NEEDS_GIB GiB; scripts/test.sh will skip the CUDA build (DDPRUN_CUDA_VENV=1 insists)" >&2
+    return 1
+  fi
+}
+if cuda_venv_wanted; then
+  if ! make_venv .venv-cuda "$TORCH_CUDA_VERSION"; then
+    rm -rf .venv-cuda # a half-installed CUDA venv is gigabytes of nothing
+    echo "install-deps: could not install torch $TORCH_CUDA_VERSION into .venv-cuda" >&2
+    exit 1
+  fi
 fi
 scripts/gpu-check.sh --prepare

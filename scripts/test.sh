@@ -3,7 +3,8 @@
 #   1. the Release build with every component against .venv's PyTorch 2.13 (CPU), all CTest labels;
 #   2. ddprun-train alone against .venv-cuda's PyTorch with CUDA and NCCL, compiled and linked
 #      only (no GPU here; scripts/gpu-check.sh runs it on one), into build-cuda/. Skipped with
-#      DDPRUN_CUDA_VENV=0, as install-deps.sh then makes no .venv-cuda;
+#      DDPRUN_CUDA_VENV=0, and with a message when install-deps.sh made no .venv-cuda (too little
+#      disk); DDPRUN_CUDA_VENV=1 makes a missing .venv-cuda an error;
 #   3. an ASan+UBSan build of the components that do not use LibTorch, unit and
 #      integration labels.
 # Usage: scripts/test.sh            (run after scripts/install-deps.sh)
@@ -26,7 +27,16 @@ isolated() {
 scripts/build.sh
 isolated ctest --test-dir build --output-on-failure -j 2 --timeout 900
 
-if [[ ${DDPRUN_CUDA_VENV:-1} != 0 ]]; then
+cuda_stage=${DDPRUN_CUDA_VENV:-auto}
+if [[ $cuda_stage != 0 && ! -x .venv-cuda/bin/python ]]; then
+  if [[ $cuda_stage == 1 ]]; then
+    echo "test.sh: DDPRUN_CUDA_VENV=1 but there is no .venv-cuda: run scripts/install-deps.sh" >&2
+    exit 1
+  fi
+  echo "test.sh: CUDA build SKIPPED: no .venv-cuda (install-deps.sh said why)" >&2
+  cuda_stage=0
+fi
+if [[ $cuda_stage != 0 ]]; then
   BUILD_DIR=build-cuda scripts/build.sh -DDDPRUN_TRAINER_ONLY=ON \
     -DDDPRUN_TORCH_PYTHON="$PWD/.venv-cuda/bin/python"
   # The NCCL path is compiled in only when LibTorch defines USE_C10D_NCCL: make sure it was.
