@@ -61,3 +61,42 @@ PY
   sim_args=(--etcd "$endpoints")
 fi
 "$build/bin/rendezvous_sim" "${sim_args[@]}" "$@"
+if [ -n "${endpoints:-}" ]; then
+  # etcd's own counts for the whole run: unlike the wall clock, they hold still on a loaded
+  # machine, so a change of a few percent in what the agents ask shows in them.
+  python3 - "$endpoints" "$@" <<'PY'
+import re, sys, urllib.request
+endpoints, args = sys.argv[1].split(","), sys.argv[2:]
+totals, first_member = {}, {}
+for index, endpoint in enumerate(endpoints):
+    with urllib.request.urlopen(f"http://{endpoint}/metrics", timeout=10) as reply:
+        for line in reply.read().decode().splitlines():
+            match = re.match(r'(\w+)(\{[^}]*\})? ([0-9.e+-]+)$', line)
+            if not match:
+                continue
+            name, labels, value = match.group(1), match.group(2) or "", float(match.group(3))
+            method = re.search(r'grpc_method="(\w+)"', labels)
+            if name == "grpc_server_started_total" and method:
+                name = "calls " + method.group(1)
+            elif name not in ("process_cpu_seconds_total", "etcd_network_client_grpc_sent_bytes_total",
+                              "etcd_server_proposals_committed_total"):
+                continue
+            totals[name] = totals.get(name, 0) + value
+            if index == 0:
+                first_member[name] = first_member.get(name, 0) + value
+rows = [("raft entries committed (one member)", first_member.get("etcd_server_proposals_committed_total", 0)),
+        ("CPU seconds, 3 members", totals.get("process_cpu_seconds_total", 0)),
+        ("bytes sent to clients", totals.get("etcd_network_client_grpc_sent_bytes_total", 0))]
+rows += [(name, value) for name, value in sorted(totals.items()) if name.startswith("calls ") and value]
+def option(flag):
+    return args[args.index(flag) + 1] if flag in args and args.index(flag) + 1 < len(args) else None
+agents = option("--agents")
+print("\netcd's own counts for this whole run (every size, repeat and phase; sum of the members):")
+print("| count | total |")
+print("|---|---:|")
+for name, value in rows:
+    print(f"| {name} | {value:.6g} |")
+if agents:
+    print(f"(agents per size: {agents}; repeats: {option('--repeats') or 'the default'})")
+PY
+fi
