@@ -85,7 +85,6 @@ class RoundMachine {
   // What an op's reply is for.
   enum class Step : uint8_t {
     kConfigClaim,
-    kMismatchRound,
     kMismatchCloseClaim,
     kMismatchClosed,
     kMismatchStaticFill,

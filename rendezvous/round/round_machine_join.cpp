@@ -29,13 +29,19 @@ void RoundMachine::begin_join(MachineTime now) {
   }
   node_check_passed_ = false;  // the next join checks again
   if (!config_checked_) {
-    phase_ = elastic() ? Phase::kCheckingConfig : Phase::kStaticJoining;
     if (elastic()) {
+      // The --nnodes claim and the first round's claim do not depend on each other: both go
+      // out at once (one round trip to the store instead of two), and on a mismatch the
+      // round claim's answer names the round to fail.
+      phase_ = Phase::kCheckingConfig;
+      join_.replies_outstanding = 2;
       issue(Step::kConfigClaim,
             KvCompareSet{keys_.config(), std::nullopt,
                          nnodes_text(config_.self.min_nodes, config_.self.max_nodes)});
+      issue(Step::kRoundClaim, KvCompareSet{keys_.round(), std::nullopt, "0"}, Group::kFlow, -1);
     } else {
       // Static rounds count restarts: round r is the job's r-th restart.
+      phase_ = Phase::kStaticJoining;
       issue(Step::kStaticRound, KvAdd{keys_.restarts(), 0});
     }
     return;
@@ -87,9 +93,7 @@ void RoundMachine::check_config_reply(const std::string& stored) {
       " has --nnodes " + mine + " but the " + config_.where + " was started with --nnodes " +
       stored;
   if (elastic()) {
-    // Fail the round now forming too, so nobody waits for a node that will never come.
-    issue(Step::kMismatchRound, KvCompareSet{keys_.round(), std::nullopt, "0"});
-    return;
+    return;  // the round now forming fails too, once the round claim names it
   }
   // Node 0 waits for every slot's record: fill them with the error so it fails now, not after
   // join_timeout.
@@ -328,21 +332,13 @@ void RoundMachine::on_reply(const Pending& pending, const KvResult& result, Mach
     // ---- the --nnodes check ----
     case Step::kConfigClaim:
       check_config_reply(value_of(result).value_or(""));
+      if (elastic()) {
+        break;  // counts down with the first round's claim
+      }
       if (config_checked_) {
-        if (elastic()) {
-          begin_dynamic_round(now);
-        } else {
-          begin_static_round(join_.round, now);
-        }
+        begin_static_round(join_.round, now);
       }
       return;
-    case Step::kMismatchRound: {
-      const uint64_t round = parse_round_number(value_of(result), keys_.round());
-      issue(Step::kMismatchCloseClaim,
-            KvCompareSet{keys_.close_claim(round), std::nullopt, config_.self.nonce}, Group::kFlow,
-            static_cast<int64_t>(round));
-      return;
-    }
     case Step::kMismatchCloseClaim:
       check_token(value_of(result), keys_.close_claim(static_cast<uint64_t>(pending.aux)));
       if (value_of(result) == config_.self.nonce) {
@@ -557,6 +553,18 @@ void RoundMachine::on_reply(const Pending& pending, const KvResult& result, Mach
   }
   // Steps that count down the join's replies.
   if (--join_.replies_outstanding > 0) {
+    return;
+  }
+  if (phase_ == Phase::kCheckingConfig) {
+    if (!config_checked_) {
+      // Fail the round now forming too, so nobody waits for a node that will never come.
+      issue(Step::kMismatchCloseClaim,
+            KvCompareSet{keys_.close_claim(join_.round), std::nullopt, config_.self.nonce},
+            Group::kFlow, static_cast<int64_t>(join_.round));
+      return;
+    }
+    join_.expected = 0;
+    join_round(join_.round, now);
     return;
   }
   if (pending.step == Step::kRoundClaim || pending.step == Step::kPrevLost ||
