@@ -14,6 +14,7 @@ target_sources(ddprun_backends PRIVATE
   etcd/http_connection.cpp
   etcd/key_waiter.cpp
   etcd/lease_keeper.cpp
+  etcd/range_coalescer.cpp
   etcd/tls_context.cpp
   etcd/tls_stream.cpp
   etcd/txn_batch.cpp

@@ -183,6 +183,30 @@ class EtcdCluster {
     }
   }
 
+  // How many gRPC calls of method ("Range", "Txn", ...) the member started since it started,
+  // from its /metrics (the JSON gateway makes one per request it serves).
+  long grpc_calls(int member, const std::string& method) const {
+    const auto& m = members_.at(static_cast<std::size_t>(member));
+    const std::string reply =
+        http_request("GET", m.host, m.metrics_port, "/metrics", "", std::size_t{16} << 20);
+    const std::string label = "grpc_method=\"" + method + "\"";
+    long calls = 0;
+    std::size_t line_start = 0;
+    while (line_start < reply.size()) {
+      auto line_end = reply.find('\n', line_start);
+      if (line_end == std::string::npos) {
+        line_end = reply.size();
+      }
+      const std::string line = reply.substr(line_start, line_end - line_start);
+      if (line.rfind("grpc_server_started_total{", 0) == 0 &&
+          line.find(label) != std::string::npos) {
+        calls += static_cast<long>(std::stod(line.substr(line.rfind(' ') + 1)));
+      }
+      line_start = line_end + 1;
+    }
+    return calls;
+  }
+
   // Polls the member's /health until it reports a healthy cluster (it has a leader).
   void wait_healthy(int member, std::chrono::milliseconds timeout) {
     const auto& m = members_.at(static_cast<std::size_t>(member));
@@ -391,7 +415,7 @@ class EtcdCluster {
   // A plain HTTP/1.0 request with short timeouts; the whole reply, "" on any failure.
   static std::string http_request(const std::string& method, const std::string& host,
                                   std::uint16_t port, const std::string& path,
-                                  const std::string& body) {
+                                  const std::string& body, std::size_t max_reply = 65536) {
     const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     timeval timeout{1, 0};
     ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
@@ -409,7 +433,7 @@ class EtcdCluster {
           static_cast<ssize_t>(request.size())) {
         char buffer[4096];
         ssize_t got = 0;
-        while (reply.size() < 65536 && (got = ::recv(fd, buffer, sizeof(buffer), 0)) > 0) {
+        while (reply.size() < max_reply && (got = ::recv(fd, buffer, sizeof(buffer), 0)) > 0) {
           reply.append(buffer, static_cast<std::size_t>(got));
         }
       }

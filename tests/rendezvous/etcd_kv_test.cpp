@@ -311,6 +311,47 @@ TEST_CASE("EtcdKv carries out every op with the store semantics", "[etcd]") {
   CHECK(after.kind == round::KvErrorKind::kUnreachable);
 }
 
+TEST_CASE("EtcdKv sends the reads of one event-loop turn to etcd as one txn", "[etcd]") {
+  auto& cluster = single_member();
+  Loop loop;
+  Ops ops(loop);
+  EtcdKv kv(loop.io, options_for(cluster.endpoints(), unique_prefix("coalesce")));
+  expect<round::KvDone>(ops.call(kv, round::KvMultiSet{{"a", "b"}, {"1", "2"}}));
+
+  // Three reads started together (a compare-and-set reads before it writes): one txn, no
+  // range, and each read gets its own key's answer.
+  long ranges = cluster.grpc_calls(0, "Range");
+  long txns = cluster.grpc_calls(0, "Txn");
+  const auto get_a = ops.start(kv, round::KvGet{"a"});
+  const auto get_missing = ops.start(kv, round::KvGet{"missing"});
+  const auto claim_b = ops.start(kv, round::KvCompareSet{"b", std::nullopt, "3"});
+  REQUIRE(loop.run_until([&] { return ops.all_done({get_a, get_missing, claim_b}); }, 30s));
+  CHECK(value_of(ops.result(get_a)) == "1");
+  CHECK(value_of(ops.result(get_missing)) == std::nullopt);
+  CHECK(value_of(ops.result(claim_b)) == "2");  // held something else: no write
+  CHECK(cluster.grpc_calls(0, "Range") == ranges);
+  CHECK(cluster.grpc_calls(0, "Txn") == txns + 1);
+
+  // More reads than etcd allows in one txn (128): a full txn, and the rest as a lone range.
+  std::vector<uint64_t> reads;
+  ranges = cluster.grpc_calls(0, "Range");
+  txns = cluster.grpc_calls(0, "Txn");
+  for (int i = 0; i < 129; ++i) {
+    reads.push_back(ops.start(kv, round::KvGet{i % 2 == 0 ? "a" : "b"}));
+  }
+  REQUIRE(loop.run_until([&] { return ops.all_done(reads); }, 30s));
+  for (std::size_t i = 0; i < reads.size(); ++i) {
+    CHECK(value_of(ops.result(reads[i])) == (i % 2 == 0 ? "1" : "2"));
+  }
+  CHECK(cluster.grpc_calls(0, "Range") == ranges + 1);
+  CHECK(cluster.grpc_calls(0, "Txn") == txns + 1);
+
+  // A read on its own stays a range.
+  ranges = cluster.grpc_calls(0, "Range");
+  CHECK(value_of(ops.call(kv, round::KvGet{"a"})) == "1");
+  CHECK(cluster.grpc_calls(0, "Range") == ranges + 1);
+}
+
 TEST_CASE("EtcdKv compare-and-swap races between two backends add up", "[etcd]") {
   TwoBackends two("race");
   auto& [loop, ops, prefix, first, second] = two;

@@ -64,7 +64,11 @@ EtcdClient::EtcdClient(boost::asio::io_context& io, EtcdOptions options)
       // A random first member: agents spread over the members' gateways instead of all
       // loading the first one of the list.
       preferred_(random_member(options_.endpoints.size())),
-      idle_(options_.endpoints.size()) {}
+      idle_(options_.endpoints.size()),
+      ranges_(io, describe(),
+              [this](std::string path, std::string body, Clock::time_point deadline, Handler done) {
+                submit(std::move(path), std::move(body), Retry::kAlways, deadline, std::move(done));
+              }) {}
 
 EtcdClient::~EtcdClient() {
   close();
@@ -77,6 +81,15 @@ std::string EtcdClient::describe() const {
 
 void EtcdClient::call(std::string path, std::string body, Retry retry, Clock::time_point deadline,
                       Handler done) {
+  if (path == "/v3/kv/range" && retry == Retry::kAlways && !closed_) {
+    ranges_.read(std::move(body), deadline, std::move(done));
+    return;
+  }
+  submit(std::move(path), std::move(body), retry, deadline, std::move(done));
+}
+
+void EtcdClient::submit(std::string path, std::string body, Retry retry, Clock::time_point deadline,
+                        Handler done) {
   auto call = std::make_shared<Call>(io_, options_.endpoints);
   call->path = std::move(path);
   call->body = std::move(body);

@@ -33,6 +33,7 @@
 #include "rendezvous/backends/etcd/etcd_options.hpp"
 #include "rendezvous/backends/etcd/http_connection.hpp"
 #include "rendezvous/backends/etcd/lifetime.hpp"
+#include "rendezvous/backends/etcd/range_coalescer.hpp"
 
 namespace ddprun::rendezvous::backends::etcd {
 
@@ -58,7 +59,8 @@ class EtcdClient {
   ~EtcdClient();
 
   // POSTs body to path (e.g. "/v3/kv/range"); the handler gets the parsed JSON of a 200
-  // reply, or the failure once no member could serve it before deadline.
+  // reply, or the failure once no member could serve it before deadline. Ranges (kAlways)
+  // issued in the same event-loop turn go out together as one txn (RangeCoalescer).
   void call(std::string path, std::string body, Retry retry, Clock::time_point deadline,
             Handler done);
 
@@ -90,6 +92,8 @@ class EtcdClient {
 
  private:
   struct Call;
+  void submit(std::string path, std::string body, Retry retry, Clock::time_point deadline,
+              Handler done);
   void attempt(const std::shared_ptr<Call>& call);
   // attempt() once a token is at hand (at once without auth); fails the call without one.
   void attempt_with_token(const std::shared_ptr<Call>& call);
@@ -119,6 +123,7 @@ class EtcdClient {
   bool authenticating_ = false;
   std::vector<TokenHandler> token_waiters_;
   std::optional<EtcdFailure> credentials_refused_;
+  RangeCoalescer ranges_;
   Lifetime lifetime_;
 };
 

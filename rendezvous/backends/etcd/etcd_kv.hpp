@@ -2,7 +2,8 @@
 // EtcdKv: the round machine's key-value operations (round/kv_ops.hpp) carried out on an etcd
 // v3 cluster through its JSON gateway, with failover among the members.
 //
-//   KvGet, KvMultiGet    range; ranges in txns of at most 128 (linearizable reads)
+//   KvGet, KvMultiGet    range; ranges in txns of at most 128 (linearizable reads); ranges
+//                        started in one event-loop turn (also CasUpdate's) share one txn
 //   KvSet, KvMultiSet    put; puts in txns of at most 128
 //   KvAdd, KvAppend      read + txn comparing mod_revision (create_revision 0 when absent),
 //                        retried on conflict, exactly once despite lost replies (CasUpdate,
