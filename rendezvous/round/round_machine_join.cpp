@@ -110,8 +110,10 @@ void RoundMachine::begin_dynamic_round(MachineTime /*now*/) {
   join_.replies_outstanding = 1;
   if (current_) {
     const uint64_t p = current_->round;
-    // Releases the nodes that wait for this round to end (late arrivals, spares).
-    issue(Step::kReformSet, KvSet{keys_.reform(p), "1"});
+    // Releases the nodes that wait for this round to end (late arrivals, spares). Claimed,
+    // not set: on etcd the first agent's write is the one raft write of the re-form, and the
+    // others' reads share a txn with the counts and the round claim issued beside them.
+    issue(Step::kReformSet, KvCompareSet{keys_.reform(p), std::nullopt, "1"});
     issue(Step::kPrevLost, KvCountTickets{keys_.lost(p)});
     issue(Step::kPrevWaiting, KvCountTickets{keys_.waiting(p)});
     join_.replies_outstanding = 3;
