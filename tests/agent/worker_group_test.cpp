@@ -189,10 +189,16 @@ void wait_for_console_then_release(WorkerGroup& group, SignalChannel& signals,
 TEST_CASE("streams take torchrun's routes: inherited, tee'd with a prefix, file, /dev/null") {
   SignalChannel signals({SIGTERM});
   const std::string dir = make_temp_dir();
+  // Rank 0 writes to the console itself, so rank 1 starts only once rank 0 wrote: otherwise
+  // "plain" can land between rank 1's partial line "[w1]:tail" and the newline the pump adds
+  // at its end (seen in CI).
+  const std::string rank0_wrote = dir + "/rank0_wrote";
+  REQUIRE(::mkfifo(rank0_wrote.c_str(), 0600) == 0);
   // Rank 0: torchrun's default, the agent's own stdout and stderr, untouched.
-  WorkerLaunch inherited = shell_worker(0, "echo plain; echo plain-err >&2");
+  WorkerLaunch inherited = shell_worker(0, "echo plain; echo plain-err >&2; echo > " + rank0_wrote);
   // Rank 1: --tee 1: the file raw, the console prefixed.
-  WorkerLaunch teed = shell_worker(1, "printf 'a\\nb\\n'; printf tail; echo err-1 >&2");
+  WorkerLaunch teed = shell_worker(
+      1, "read x < " + rank0_wrote + "; printf 'a\\nb\\n'; printf tail; echo err-1 >&2");
   teed.logs.out = route(StreamRoute::kTee, dir + "/out1.log");
   // Rank 2: stdout hidden by --local-ranks-filter, stderr redirected.
   WorkerLaunch hidden = shell_worker(2, "echo hidden; echo err-2 >&2");
