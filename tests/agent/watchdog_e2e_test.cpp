@@ -1,7 +1,8 @@
 // The hang watchdogs in the real agent: the real ddprun binary, real workers. torchrun's file
 // timer with PyTorch's own FileTimerClient (two agents, gloo), --watchdog-timeout with the
 // bundled trainer stopped by SIGSTOP, and a worker writing garbage into the timer FIFO.
-// Tests that need PyTorch 2.x skip, saying so, without a venv that has it.
+// Tests that need PyTorch 2.x fail without a venv that has it (CI always installs one); the
+// bundled-trainer case skips, saying so, in a build configured without LibTorch.
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <nlohmann/json.hpp>
