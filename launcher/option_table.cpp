@@ -76,8 +76,9 @@ constexpr std::array kOptions{
                "How often this node restarts the worker group after a failure. Default 0."},
     OptionSpec{"monitor_interval", "monitor-interval", '\0', kValue, kRestarts, true, "SECONDS",
                "torchrun checks its workers this often. No effect in ddprun, accepted for "
-               "torchrun's scripts: it sees each exit at once (SIGCHLD), stops the group at the "
-               "first failure and still reports every rank that failed on its own. Default 0.1."},
+               "torchrun's scripts: it sees each exit at once (SIGCHLD); after a first failure "
+               "it holds the stop at most 0.1 s while other ranks may be failing with it, and "
+               "reports every rank that failed on its own. Default 0.1."},
     OptionSpec{"signals_to_handle", "signals-to-handle", '\0', kList, kRestarts, true,
                "SIG[,SIG...]",
                "Signals forwarded to the workers before ddprun stops them. Default "

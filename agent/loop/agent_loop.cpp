@@ -11,6 +11,7 @@
 #include "agent/logs/log_prefix.hpp"
 #include "agent/node/node_name.hpp"
 #include "agent/workers/error_file.hpp"
+#include "agent/workers/failure_gathering.hpp"
 #include "agent/workers/failure_summary.hpp"
 #include "common/seconds.hpp"
 
@@ -62,6 +63,7 @@ AgentLoop::AgentLoop(const AgentConfig& config, SignalChannel& signals, EventLog
       logs_(config.logs.log_dir),
       inherited_env_(current_process_env()),
       signal_fd_(io_, ::dup(signals.fd())),
+      gather_timer_(io_),
       kill_timer_(io_),
       reap_timer_(io_),
       close_timer_(io_),
@@ -231,6 +233,7 @@ void AgentLoop::start_workers(const RoundInfo& round) {
   round_ = round;
   outcome_reported_ = false;
   stopping_ = Stopping::kNo;
+  gathering_since_.reset();
   events_.record("round_formed", round);
   try {
     group_.emplace(plan_workers(round), signals_.original_mask(),
@@ -357,12 +360,36 @@ void AgentLoop::after_reap() {
       rendezvous_->driver().feed(round::WorkersSucceeded{});
       return;
     case GroupState::kFailed:
-      // The group stops at its first failure; a rank whose own exit says it failed before the
-      // stop reached it is still a failure (WorkerGroup::reap), so the round hears of every
-      // one once the group is down, within milliseconds when the others go on SIGTERM.
-      begin_stop(SIGTERM, Stopping::kAfterFailure);
+      // The group stops soon after its first failure; a rank whose own exit says it failed
+      // before the stop reached it is still a failure (WorkerGroup::reap), so the round hears
+      // of every one once the group is down.
+      gather_failures();
       return;
   }
+}
+
+void AgentLoop::gather_failures() {
+  const WorkerClock::time_point now = WorkerClock::now();
+  if (!gathering_since_)
+    gathering_since_ = now;
+  const FailureGathering gathering(group_->start_spread());
+  const FailureGathering::Now facts{now - *gathering_since_, !group_->all_reaped_or_abandoned(),
+                                    group_->any_running_worker_runnable()};
+  if (gathering.stop_now(facts)) {
+    // A round's stop held for peers' failures keeps its own signal and answer.
+    if (stopping_ == Stopping::kForRound) {
+      begin_stop(held_round_signal_, Stopping::kForRound);
+    } else {
+      begin_stop(SIGTERM, Stopping::kAfterFailure);
+    }
+    return;
+  }
+  gather_timer_.expires_after(gathering.look_again_after(facts));
+  gather_timer_.async_wait([this](const boost::system::error_code& error) {
+    if (error || !group_ || !gathering_since_ || outcome_reported_)
+      return;
+    gather_failures();
+  });
 }
 
 void AgentLoop::report_failures() {
@@ -375,16 +402,27 @@ void AgentLoop::report_failures() {
   rendezvous_->driver().feed(round::WorkersFailed{std::move(failures)});
 }
 
-void AgentLoop::stop_workers(int signal) {
+void AgentLoop::stop_workers(const round::StopWorkers& stop) {
   if (!group_ || group_->all_reaped_or_abandoned()) {
     workers_gone();
     return;
   }
-  begin_stop(signal, Stopping::kForRound);
+  if (!stop.peers_failed) {
+    begin_stop(stop.signal, Stopping::kForRound);
+    return;
+  }
+  // Workers failed on another node: ranks here often fail with them a moment later (the same
+  // collective broke). The signal waits as for a local failure, so that those are listed with
+  // their own exits; WorkersStopped carries them.
+  stopping_ = Stopping::kForRound;
+  held_round_signal_ = stop.signal;
+  gather_failures();
 }
 
 void AgentLoop::begin_stop(int signal, Stopping why) {
   stopping_ = why;
+  gather_timer_.cancel();
+  gathering_since_.reset();
   watchdog_.stop_watching();
   stacks_on_demand_->round_ended();
   if (straggler_watch_)
@@ -441,10 +479,19 @@ void AgentLoop::abandon_stuck_workers() {
 }
 
 void AgentLoop::workers_gone() {
+  gather_timer_.cancel();
+  gathering_since_.reset();
   kill_timer_.cancel();
   reap_timer_.cancel();
+  round::WorkersStopped stopped;
   if (group_) {
     group_->kill_all();  // grandchildren left in the workers' process groups go too
+    // Those that failed on their own before the stop reached them are failures all the same
+    // (unless WorkersFailed told the round of them already).
+    if (!outcome_reported_) {
+      stopped.failures = local_failures();
+      report_local_failures(stopped.failures);
+    }
   }
   pump_fds_.clear();
   group_.reset();
@@ -454,7 +501,7 @@ void AgentLoop::workers_gone() {
     straggler_watch_->round_ended();
   stopping_ = Stopping::kNo;
   report_health();
-  rendezvous_->driver().feed(round::WorkersStopped{});
+  rendezvous_->driver().feed(std::move(stopped));
 }
 
 void AgentLoop::notice(const round::Notice& notice) {

@@ -11,6 +11,8 @@
 // health-check server, the loop records its progress on a timer and at each event, so a stalled
 // loop shows as 503 there.
 
+#include <signal.h>
+
 #include <memory>
 #include <optional>
 #include <string>
@@ -52,7 +54,7 @@ class AgentLoop final : public rendezvous::backends::RoundListener,
   // RoundListener: the machine's decisions.
   void host_workers_store(uint64_t round) override;
   void start_workers(const RoundInfo& round) override;
-  void stop_workers(int signal) override;
+  void stop_workers(const rendezvous::round::StopWorkers& stop) override;
   void notice(const rendezvous::round::Notice& notice) override;
   void finished(const rendezvous::round::Finish& finish) override;
   // StackCapturer: the watchdog's hang protocol.
@@ -63,13 +65,18 @@ class AgentLoop final : public rendezvous::backends::RoundListener,
 
  private:
   // Why the group is being stopped: its own first failure (then the failures are reported once
-  // it is down), or the round's StopWorkers (then WorkersStopped is).
+  // it is down), or the round's StopWorkers (then WorkersStopped is, with the failures of
+  // workers that ended on their own). While failures are gathered the signal is held: with
+  // kNo after a local failure, with kForRound for a round's stop because peers failed.
   enum class Stopping { kNo, kAfterFailure, kForRound };
 
   void watch_signals();
   void on_signals();
   void watch_pump(std::size_t index);
   void after_reap();
+  // A worker failed: stop the group now, or look again shortly while others may still fail on
+  // their own (agent/workers/failure_gathering.hpp), so that each is listed with its own exit.
+  void gather_failures();
   void workers_gone();
   void begin_stop(int signal, Stopping why);
   // After the stop's SIGKILL: a timer until the next worker's reap wait ends, then the stuck
@@ -112,6 +119,10 @@ class AgentLoop final : public rendezvous::backends::RoundListener,
   std::vector<std::unique_ptr<boost::asio::posix::stream_descriptor>> pump_fds_;
   bool outcome_reported_ = false;  // WorkersSucceeded/WorkersFailed fed for this group
   Stopping stopping_ = Stopping::kNo;
+  // When the group's first failure was seen, while the stop waits for others failing with it.
+  std::optional<WorkerClock::time_point> gathering_since_;
+  int held_round_signal_ = SIGTERM;  // a round's stop held while peers' failures are gathered
+  boost::asio::steady_timer gather_timer_;
   boost::asio::steady_timer kill_timer_;
   boost::asio::steady_timer reap_timer_;
   boost::asio::steady_timer close_timer_;

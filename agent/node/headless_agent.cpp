@@ -64,7 +64,7 @@ void HeadlessAgent::start_workers(const RoundInfo& round) {
   observe();
 }
 
-void HeadlessAgent::stop_workers(int /*signal*/) {
+void HeadlessAgent::stop_workers(const round::StopWorkers& /*stop*/) {
   running_.reset();
   rendezvous_->driver().feed(round::WorkersStopped{});
   observe();

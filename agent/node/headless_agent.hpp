@@ -46,7 +46,7 @@ class HeadlessAgent final : public rendezvous::backends::RoundListener {
   // RoundListener.
   void host_workers_store(uint64_t round) override;
   void start_workers(const RoundInfo& round) override;
-  void stop_workers(int signal) override;
+  void stop_workers(const rendezvous::round::StopWorkers& stop) override;
   void notice(const rendezvous::round::Notice& notice) override;
   void finished(const rendezvous::round::Finish& finish) override;
 

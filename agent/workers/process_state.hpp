@@ -17,4 +17,12 @@ std::optional<std::string> state_from_proc_status(std::string_view status);
 // pid's state now; nullopt when the process is gone (or /proc cannot be read).
 std::optional<std::string> process_state(pid_t pid);
 
+// The state letter of a /proc/PID/task/TID/stat text ("R", "S", "D", ...): the field after the
+// command name, which may itself hold blanks and parentheses; nullopt when malformed.
+std::optional<char> state_from_proc_stat(std::string_view stat);
+
+// Whether any thread of pid is runnable ('R') now: a worker that is computing, or woken and on
+// its way somewhere (out, perhaps). False when it is gone or /proc cannot be read.
+bool has_runnable_thread(pid_t pid);
+
 }  // namespace ddprun::agent

@@ -106,6 +106,7 @@ void WorkerGroup::start_worker(const WorkerLaunch& launch, const sigset_t& child
   record.local_rank = launch.local_rank;
   record.global_rank = launch.global_rank;
   record.error_file = launch.logs.error_file;
+  record.started_at = Clock::now();
   record.pid = spawn_worker(command, child_mask);
   workers_.push_back(std::move(record));
   const auto add_pump = [&](StreamWiring& wiring, const StreamPlan& plan, ConsoleStream stream) {
@@ -136,6 +137,18 @@ WorkerGroup::~WorkerGroup() {
 bool WorkerGroup::all_reaped_or_abandoned() const {
   return std::all_of(workers_.begin(), workers_.end(),
                      [](const WorkerRecord& worker) { return worker.exit || worker.abandoned; });
+}
+
+WorkerGroup::Clock::duration WorkerGroup::start_spread() const {
+  if (workers_.empty())
+    return {};
+  return workers_.back().started_at - workers_.front().started_at;
+}
+
+bool WorkerGroup::any_running_worker_runnable() const {
+  return std::any_of(workers_.begin(), workers_.end(), [](const WorkerRecord& worker) {
+    return !worker.exit && !worker.abandoned && has_runnable_thread(worker.pid);
+  });
 }
 
 GroupState WorkerGroup::state() const {

@@ -66,6 +66,10 @@ class WorkerGroup {
   // Nothing left to wait for: every worker reaped, or abandoned as stuck after its SIGKILL.
   bool all_reaped_or_abandoned() const;
   const std::vector<WorkerRecord>& workers() const { return workers_; }
+  // From the first worker's start to the last's.
+  Clock::duration start_spread() const;
+  // Whether a worker that still runs has a thread the kernel calls runnable (reads /proc).
+  bool any_running_worker_runnable() const;
 
   // Sends sig to every live worker's process group; exits by it from now on count as stopped by
   // the agent. Workers that had exited before the signal went out are not marked so.

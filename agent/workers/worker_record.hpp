@@ -18,9 +18,10 @@ struct WorkerRecord {
   int global_rank = 0;
   pid_t pid = -1;
   std::string error_file;
-  std::optional<WorkerExit> exit;  // set once reaped
-  double exit_time_s = 0;          // unix seconds when the exit was observed
-  bool stopped_by_agent = false;   // ended by the agent's stop (see WorkerGroup)
+  WorkerClock::time_point started_at{};  // when it was forked
+  std::optional<WorkerExit> exit;        // set once reaped
+  double exit_time_s = 0;                // unix seconds when the exit was observed
+  bool stopped_by_agent = false;         // ended by the agent's stop (see WorkerGroup)
   // The first SIGKILL sent while it still ran, and whether the agent then gave up on it: a
   // worker SIGKILL cannot end (agent/workers/stuck_workers.hpp) is never signalled or waited
   // for again.

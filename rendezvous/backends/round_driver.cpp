@@ -53,7 +53,7 @@ void RoundDriver::carry_out() {
                    [&](round::CancelKv& cancel) { backend_->cancel(cancel.id); },
                    [&](round::HostWorkersStore& host) { listener_.host_workers_store(host.round); },
                    [&](round::StartWorkers& start) { listener_.start_workers(start.round); },
-                   [&](round::StopWorkers& stop) { listener_.stop_workers(stop.signal); },
+                   [&](round::StopWorkers& stop) { listener_.stop_workers(stop); },
                    [&](round::Notice& notice) { listener_.notice(notice); },
                    [&](round::Finish& finish) {
                      timer_.cancel();

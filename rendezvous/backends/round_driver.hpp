@@ -26,7 +26,7 @@ class RoundListener {
   virtual void host_workers_store(uint64_t round) = 0;
   virtual void start_workers(const round::RoundInfo& round) = 0;
   // Answer with WorkersStopped once every worker has been reaped.
-  virtual void stop_workers(int signal) = 0;
+  virtual void stop_workers(const round::StopWorkers& stop) = 0;
   virtual void notice(const round::Notice& notice) = 0;
   virtual void finished(const round::Finish& finish) = 0;
 };

@@ -54,7 +54,11 @@ struct WorkersFailed {
   std::vector<WorkerFailure> failures;
 };
 // Answer to StopWorkers: every worker of the group has exited and been reaped (or abandoned).
-struct WorkersStopped {};
+// failures: those that failed on their own before the stop reached them (ranks of one job often
+// fail together), earliest first; they join the round's failures for the summary.
+struct WorkersStopped {
+  std::vector<WorkerFailure> failures;
+};
 // A handled signal (SIGTERM, SIGINT, ...) reached the agent.
 struct SignalReceived {
   int signal = 0;
@@ -100,8 +104,11 @@ struct StartWorkers {
   RoundInfo round;
 };
 // Send `signal` to every local worker, SIGKILL what is left after the shutdown timeout.
+// peers_failed: the stop is for workers that failed on another node; those here may be failing
+// with them, and the agent lets the ones on their way out finish first.
 struct StopWorkers {
   int signal = 0;
+  bool peers_failed = false;
 };
 // Something the user should hear about: one line on the agent's stderr, and an event record.
 // kind is the event name ("restart", "membership_change", "node_lost", ...).

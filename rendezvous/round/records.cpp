@@ -252,9 +252,23 @@ std::string encode_failure_line(const WorkerFailure& f) {
                       {"pid", f.pid},
                       {"error_file", clip(f.error_file)},
                       {"message", clip(f.message)}};
+  if (f.while_stopped)
+    j["while_stopped"] = true;
   // error_handler::replace keeps invalid UTF-8 from a worker's error file from throwing.
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
+
+namespace {
+void sort_root_cause_first(std::vector<WorkerFailure>& failures) {
+  std::stable_sort(failures.begin(), failures.end(),
+                   [](const WorkerFailure& a, const WorkerFailure& b) {
+                     // Failures of one moment (one monitor check): the lowest rank is the root
+                     // cause. Those seen while being stopped for others' come after every other.
+                     return std::tie(a.while_stopped, a.timestamp, a.global_rank) <
+                            std::tie(b.while_stopped, b.timestamp, b.global_rank);
+                   });
+}
+}  // namespace
 
 std::vector<WorkerFailure> decode_failure_lines(std::string_view text, std::size_t max_failures) {
   std::vector<WorkerFailure> failures;
@@ -276,16 +290,27 @@ std::vector<WorkerFailure> decode_failure_lines(std::string_view text, std::size
       f.pid = j.at("pid").get<int>();
       f.error_file = j.at("error_file").get<std::string>();
       f.message = j.at("message").get<std::string>();
+      f.while_stopped = j.value("while_stopped", false);
     } catch (const nlohmann::json::exception&) {
       continue;  // a line some other writer mangled: not worth failing the summary over
     }
     failures.push_back(std::move(f));
   }
-  std::stable_sort(
-      failures.begin(), failures.end(), [](const WorkerFailure& a, const WorkerFailure& b) {
-        // Failures of one moment (one monitor check): the lowest rank is the root cause.
-        return std::tie(a.timestamp, a.global_rank) < std::tie(b.timestamp, b.global_rank);
-      });
+  sort_root_cause_first(failures);
+  return failures;
+}
+
+std::vector<WorkerFailure> merge_failures(std::vector<WorkerFailure> failures,
+                                          const std::vector<WorkerFailure>& more) {
+  for (const auto& failure : more) {
+    const bool known = std::any_of(failures.begin(), failures.end(), [&](const auto& seen) {
+      return seen.host == failure.host && seen.global_rank == failure.global_rank &&
+             seen.pid == failure.pid;
+    });
+    if (!known)
+      failures.push_back(failure);
+  }
+  sort_root_cause_first(failures);
   return failures;
 }
 

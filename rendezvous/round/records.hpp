@@ -64,6 +64,11 @@ std::string encode_failure_line(const WorkerFailure& failure);
 std::vector<WorkerFailure> decode_failure_lines(std::string_view text,
                                                 std::size_t max_failures = 100000);
 
+// Both lists as one, one entry per worker (host, rank and pid), root cause first: the round's
+// failures as read, with this node's own that the read missed (appended after it, or lost).
+std::vector<WorkerFailure> merge_failures(std::vector<WorkerFailure> failures,
+                                          const std::vector<WorkerFailure>& more);
+
 // "--nnodes" text for messages: "2" or "2:3".
 std::string nnodes_text(int min_nodes, int max_nodes);
 

@@ -47,6 +47,10 @@ struct WorkerFailure {
   int pid = 0;
   std::string error_file;  // path, or empty
   std::string message;     // from the error file, or the signal text
+  // Seen while the round stopped this node's workers because others had failed: it follows
+  // the job's root cause (the round had acted on that one already) whatever its time, so every
+  // node that reads the round's failures names the same root cause.
+  bool while_stopped = false;
 };
 
 }  // namespace ddprun::rendezvous::round

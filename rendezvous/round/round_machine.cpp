@@ -158,10 +158,9 @@ void RoundMachine::step(const MachineEvent& event, MachineTime now) {
                        report_failure(failed.failures);
                      }
                    },
-                   [&](const WorkersStopped&) {
+                   [&](const WorkersStopped& stopped) {
                      if (workers_ == Workers::kStopping) {
-                       workers_ = Workers::kNone;
-                       on_workers_stopped(now);
+                       workers_stopped(stopped.failures, now);
                      }
                    },
                    [&](const SignalReceived& received) { on_signal(received.signal, now); },
@@ -295,6 +294,20 @@ void RoundMachine::on_signal(int signal, MachineTime now) {
   } else {
     leave(now);
   }
+}
+
+void RoundMachine::workers_stopped(std::vector<WorkerFailure> own_failures, MachineTime now) {
+  workers_ = Workers::kNone;
+  if (!own_failures.empty() && current_) {
+    std::string lines;
+    for (auto& failure : own_failures) {
+      failure.while_stopped = true;
+      lines += encode_failure_line(failure);
+    }
+    issue(Step::kFailAppend, KvAppend{keys_.failures(current_->round), std::move(lines)});
+    stopped_failures_ = std::move(own_failures);
+  }
+  on_workers_stopped(now);
 }
 
 void RoundMachine::on_workers_stopped(MachineTime now) {

@@ -279,7 +279,8 @@ class RoundMachine {
   void capture_for_peer_hang(const std::string& stored_report);
   void stacks_captured();
   void release_hung_worker(bool peers_answered);
-  void stop_workers(int signal, AfterStop after);
+  void stop_workers(int signal, AfterStop after, bool peers_failed = false);
+  void workers_stopped(std::vector<WorkerFailure> own_failures, MachineTime now);
   void reform(MachineTime now);
 
   // Failures, success, ending (round_machine_end.cpp).
@@ -325,6 +326,9 @@ class RoundMachine {
   int close_status_ = kExitSuccess;
   std::string close_reason_;
   std::vector<WorkerFailure> close_failures_;
+  // This node's workers that failed on their own while the round stopped them (peers failed
+  // elsewhere at the same moment): published with the round's failures, and in its summary.
+  std::vector<WorkerFailure> stopped_failures_;
   int close_outstanding_ = 0;
   std::optional<MachineTime> leave_deadline_;
   // Node checks: passed for the join about to begin; when a failed check runs again.

@@ -98,7 +98,8 @@ void RoundMachine::fail_job() {
   phase_ = Phase::kClosing;
   close_status_ = kExitFailure;
   close_reason_ = "workers failed";
-  close_failures_ = report_ ? report_->failures : std::vector<WorkerFailure>{};
+  close_failures_ =
+      merge_failures(report_ ? report_->failures : std::vector<WorkerFailure>{}, stopped_failures_);
   cancel_group(Group::kWatch);
   cancel_group(Group::kReport);
   issue(Step::kFailuresRead, KvGet{keys_.failures(current_->round)});
@@ -296,10 +297,11 @@ void RoundMachine::on_ending_reply(const Pending& pending, const KvResult& resul
       if (const auto& text = value_of(result)) {
         failures = decode_failure_lines(*text);
       }
-      if (failures.empty() && report_) {
-        failures = report_->failures;
+      if (report_) {
+        failures = merge_failures(std::move(failures), report_->failures);
       }
-      close_job(kExitFailure, "workers failed", std::move(failures));
+      close_job(kExitFailure, "workers failed",
+                merge_failures(std::move(failures), stopped_failures_));
       return;
     }
     case Step::kCloseJob:

@@ -175,29 +175,30 @@ void RoundMachine::round_state_read(MachineTime now) {
     case RoundSignal::kRestartRequested:
       notice("peer_failure",
              "workers failed on another node: stopping the worker group to restart");
-      stop_workers(kSigterm, AfterStop::kReform);
+      stop_workers(kSigterm, AfterStop::kReform, /*peers_failed=*/true);
       return;
     case RoundSignal::kJobFailed:
       notice("job_failed", "workers failed on another node and no restarts are left: stopping");
-      stop_workers(kSigterm, AfterStop::kFailJob);
+      stop_workers(kSigterm, AfterStop::kFailJob, /*peers_failed=*/true);
       return;
     case RoundSignal::kNone:
       return;
   }
 }
 
-void RoundMachine::stop_workers(int signal, AfterStop after) {
+void RoundMachine::stop_workers(int signal, AfterStop after, bool peers_failed) {
   // Stopping the group ends a hung worker too: its agent no longer waits to signal it.
   watch_.awaiting_peer_stacks = false;
   workers_ = Workers::kStopping;
   after_stop_ = after;
-  emit(StopWorkers{signal});
+  emit(StopWorkers{signal, peers_failed});
 }
 
 void RoundMachine::reform(MachineTime now) {
   cancel_group(Group::kWatch);
   cancel_group(Group::kReport);
   report_.reset();
+  stopped_failures_.clear();
   watch_ = Watch{};
   join_.deadline = now + config_.settings.join_timeout;
   begin_join(now);

@@ -378,6 +378,117 @@ TEST_CASE("the failure table lists every failed rank under the entry point as gi
   CHECK(out.find("(local_rank: 0)") == std::string::npos);  // stopped by the agent: no failure
 }
 
+// The entries of a failure table ("  host      : H\n  rank      : R (local_rank: L)\n
+// exitcode  : C"), as R -> C; only those of host H when one is given.
+std::map<int, int> listed_failures(const std::string& out, const std::string& only_host = "") {
+  std::map<int, int> listed;
+  const std::string host_key = "  host      : ";
+  for (auto at = out.find(host_key); at != std::string::npos; at = out.find(host_key, at + 1)) {
+    const auto host_end = out.find('\n', at);
+    const std::string host = out.substr(at + host_key.size(), host_end - at - host_key.size());
+    const auto rank_at = out.find("  rank      : ", host_end);
+    const auto code_at = out.find("  exitcode  : ", host_end);
+    if (rank_at == std::string::npos || code_at == std::string::npos)
+      break;
+    if (only_host.empty() || host == only_host)
+      listed[std::stoi(out.substr(rank_at + 14))] = std::stoi(out.substr(code_at + 14));
+  }
+  return listed;
+}
+
+TEST_CASE("ranks failing together are each listed, with their own exit codes") {
+  SECTION("4 ranks exit 3 at one instant: all 4 in the table and on the console, 20 runs of 20") {
+    for (int run = 0; run < 20; ++run) {
+      TempDir dir;
+      WorkerGate gate(dir);
+      Process agent({ddprun_binary(), "--standalone", "--nproc_per_node", "4", "--no_python",
+                     "/bin/sh", "-c", gate.wait_command() + "; exit 3"},
+                    dir / "out");
+      REQUIRE(gate.wait_until_all_wait({0, 1, 2, 3}, 30s));
+      gate.open();
+      REQUIRE(agent.wait_exit(60s) == 1);
+      const std::string out = agent.output();
+      INFO("run " << run << ":\n" << out);
+      CHECK(listed_failures(out) == std::map<int, int>{{0, 3}, {1, 3}, {2, 3}, {3, 3}});
+      CHECK(out.find("<NO_OTHER_FAILURES>") == std::string::npos);
+      for (int rank = 0; rank < 4; ++rank) {
+        const std::string line = "ddprun: worker rank " + std::to_string(rank) + " (local_rank " +
+                                 std::to_string(rank) + ", pid ";
+        CHECK(count_occurrences(out, line) == 1);
+      }
+    }
+  }
+  SECTION("two exit 3, one exits 5 while the group is stopped, one is stopped: three listed") {
+    TempDir dir;
+    WorkerGate gate(dir);
+    // Rank 2 ignores the stop's SIGTERM (its sleep inherits that) and exits 5 on its own a
+    // little later; rank 3 sleeps until the stop ends it.
+    const std::string script =
+        "case $LOCAL_RANK in\n"
+        "  0|1) " +
+        gate.wait_command() +
+        "; exit 3;;\n"
+        "  2) trap '' TERM; " +
+        gate.wait_command() +
+        "; sleep 0.3; exit 5;;\n"
+        "  *) exec sleep 60;;\n"
+        "esac\n";
+    Process agent({ddprun_binary(), "--standalone", "--nproc_per_node", "4", "--no_python",
+                   "/bin/sh", "-c", script},
+                  dir / "out");
+    REQUIRE(gate.wait_until_all_wait({0, 1, 2}, 30s));
+    gate.open();
+    REQUIRE(agent.wait_exit(60s) == 1);
+    const std::string out = agent.output();
+    INFO(out);
+    CHECK(listed_failures(out) == std::map<int, int>{{0, 3}, {1, 3}, {2, 5}});
+    CHECK(out.find("ddprun: worker rank 2 (local_rank 2, pid ") != std::string::npos);
+    CHECK(out.find("failed: exit code 5") != std::string::npos);
+    CHECK(out.find("ddprun: worker rank 3 (") == std::string::npos);  // stopped by the agent
+  }
+  SECTION("2 nodes x 2 ranks exit 3 at one instant: each node lists its own") {
+    TempDir dir;
+    WorkerGate gate(dir);
+    const uint16_t port = free_port("127.0.0.2");
+    const std::string worker = gate.wait_command() + "; exit 3";
+    std::vector<std::unique_ptr<Process>> agents;
+    for (int node : {1, 2}) {
+      std::vector<std::string> argv = two_node_c10d_agent(port, node, "together", 2);
+      for (const char* arg : {"--no_python", "/bin/sh", "-c"})
+        argv.push_back(arg);
+      argv.push_back(worker);
+      agents.push_back(std::make_unique<Process>(argv, dir / ("node" + std::to_string(node))));
+    }
+    REQUIRE(gate.wait_until_all_wait({0, 1, 2, 3}, 60s));
+    gate.open();
+    std::vector<std::string> outs;
+    for (auto& agent : agents) {
+      REQUIRE(agent->wait_exit(60s) == 1);
+      outs.push_back(agent->output());
+    }
+    INFO("node 1:\n" << outs[0] << "\nnode 2:\n" << outs[1]);
+    // Each node lists its own two ranks (which ranks a node gets is the rendezvous' choice), on
+    // the console too; what it heard of the other node's is listed as well.
+    std::map<int, int> job;
+    for (std::size_t node = 0; node < outs.size(); ++node) {
+      const std::string host = "127.0.0." + std::to_string(node + 1);
+      const std::map<int, int> own = listed_failures(outs[node], host);
+      CHECK(own.size() == 2);
+      for (const auto& [rank, code] : own) {
+        CHECK(code == 3);
+        CHECK(outs[node].find("ddprun: worker rank " + std::to_string(rank) + " (") !=
+              std::string::npos);
+        job[rank] = code;
+      }
+    }
+    CHECK(job == std::map<int, int>{{0, 3}, {1, 3}, {2, 3}, {3, 3}});
+    // Which node's failure is the root cause depends on which reported first here: both did
+    // at one instant. Each names one (round_policy_test checks the order).
+    for (const auto& out : outs)
+      CHECK(out.find("Root Cause (first observed failure):\n[") != std::string::npos);
+  }
+}
+
 TEST_CASE("torchrun parity: what a user migrating from torchrun meets first") {
   SECTION("a loopback endpoint that no --local_addr names: one agent binds, the other joins") {
     Job job;

@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <sys/inotify.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -278,6 +279,71 @@ inline std::string write_two_failing_ranks_script(const TempDir& dir, const std:
   fs::permissions(dir / "sub/fail.sh", fs::perms::owner_all);
   return dir / "sub/../sub/fail.sh";
 }
+
+// A gate workers wait at, opened for all of them at one instant: a FIFO the test holds open for
+// writing, on which each worker blocks in a shell `read`; closing it gives every reader EOF at
+// once, so their next steps (an exit 3, say) start within the same moment.
+class WorkerGate {
+ public:
+  explicit WorkerGate(const TempDir& dir) : dir_(dir.path()) {
+    const std::string gate = dir_ + "/gate";
+    if (::mkfifo(gate.c_str(), 0600) != 0)
+      throw std::runtime_error("mkfifo " + gate + " failed");
+    writer_ = ::open(gate.c_str(), O_RDWR | O_CLOEXEC);  // O_RDWR: no wait for a reader
+    if (writer_ < 0)
+      throw std::runtime_error("cannot open " + gate);
+  }
+  ~WorkerGate() { open(); }
+  WorkerGate(const WorkerGate&) = delete;
+  WorkerGate& operator=(const WorkerGate&) = delete;
+
+  // Shell lines for a worker: say its pid under its global rank, then block at the gate.
+  std::string wait_command() const {
+    return "echo $$ > " + dir_ + "/waiting.$RANK; read x < " + dir_ + "/gate";
+  }
+
+  // Waits until the workers of these global ranks all block in their read of the gate (their
+  // stdin is the gate and they sleep: nothing but the read sleeps there). No event tells a
+  // process fell asleep, so /proc is looked at every few milliseconds, bounded.
+  bool wait_until_all_wait(const std::vector<int>& ranks, std::chrono::milliseconds limit) const {
+    const auto deadline = Clock::now() + limit;
+    for (int rank : ranks) {
+      const std::string pid_file = dir_ + "/waiting." + std::to_string(rank);
+      const auto has_pid = [](const std::string& text) { return text.ends_with("\n"); };
+      if (!wait_for_file(
+              pid_file, has_pid,
+              std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now())))
+        return false;
+      const std::string proc = "/proc/" + std::to_string(std::stoi(read_file(pid_file)));
+      for (;;) {
+        std::error_code ignored;
+        const bool at_gate = fs::read_symlink(proc + "/fd/0", ignored) == fs::path(dir_ + "/gate");
+        std::ifstream stat(proc + "/stat");
+        std::string text;
+        std::getline(stat, text);
+        const auto name_end = text.rfind(')');
+        if (at_gate && name_end != std::string::npos && name_end + 2 < text.size() &&
+            text[name_end + 2] == 'S')
+          break;
+        if (Clock::now() >= deadline)
+          return false;
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      }
+    }
+    return true;
+  }
+
+  // Every waiting worker reads EOF now.
+  void open() {
+    if (writer_ >= 0)
+      ::close(writer_);
+    writer_ = -1;
+  }
+
+ private:
+  std::string dir_;
+  int writer_ = -1;
+};
 
 inline std::size_t count_occurrences(const std::string& text, const std::string& needle) {
   std::size_t count = 0;

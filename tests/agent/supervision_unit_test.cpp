@@ -13,6 +13,7 @@
 #include "agent/logs/log_prefix.hpp"
 #include "agent/loop/event_log.hpp"
 #include "agent/workers/error_file.hpp"
+#include "agent/workers/failure_gathering.hpp"
 #include "agent/workers/failure_summary.hpp"
 #include "agent/workers/process_state.hpp"
 #include "agent/workers/stuck_workers.hpp"
@@ -429,6 +430,63 @@ TEST_CASE("a process's state is the State: line of /proc/PID/status") {
   // This process runs; a pid that cannot exist has no state.
   CHECK(process_state(::getpid()).value_or("").starts_with("R (running)"));
   CHECK(process_state(-5) == std::nullopt);
+}
+
+TEST_CASE("a thread's state letter follows its command name in /proc/PID/task/TID/stat") {
+  CHECK(state_from_proc_stat("4242 (sh) S 1 4242 4242 0 -1") == 'S');
+  // The command name may hold blanks and parentheses: the state follows the last ')'.
+  CHECK(state_from_proc_stat("7 (a) R (b)) R 1 7") == 'R');
+  CHECK(state_from_proc_stat("7 (x) D") == 'D');
+  CHECK(state_from_proc_stat("7 (x)") == std::nullopt);
+  CHECK(state_from_proc_stat("7 (x)R") == std::nullopt);
+  CHECK(state_from_proc_stat("no parenthesis R") == std::nullopt);
+  CHECK(state_from_proc_stat("") == std::nullopt);
+  // This thread runs; a pid that cannot exist has no runnable thread.
+  CHECK(has_runnable_thread(::getpid()));
+  CHECK_FALSE(has_runnable_thread(-5));
+}
+
+TEST_CASE("after a first failure the group's stop waits for the others' own failures") {
+  using std::chrono::milliseconds;
+  using Now = FailureGathering::Now;
+  const FailureGathering gathering(milliseconds(8));  // the group started over 8 ms
+  const auto min_wait = milliseconds(8) + FailureGathering::kSlack;
+  const auto limit = FailureGathering::kLimit;
+  SECTION("nothing left running: stop (report) at once, whatever the time") {
+    for (auto since : {milliseconds(0), milliseconds(5), milliseconds(500)}) {
+      CHECK(gathering.stop_now(Now{since, false, false}));
+      CHECK(gathering.stop_now(Now{since, false, true}));
+    }
+  }
+  SECTION("within the start spread and slack: wait, runnable or not, until its end") {
+    for (bool runnable : {false, true}) {
+      CHECK_FALSE(gathering.stop_now(Now{milliseconds(0), true, runnable}));
+      CHECK_FALSE(gathering.stop_now(Now{min_wait - milliseconds(1), true, runnable}));
+    }
+    CHECK(gathering.look_again_after(Now{milliseconds(0), true, false}) == min_wait);
+    CHECK(gathering.look_again_after(Now{milliseconds(3), true, true}) ==
+          min_wait - milliseconds(3));
+  }
+  SECTION("after it: idle peers are stopped, runnable ones looked at again shortly") {
+    CHECK(gathering.stop_now(Now{min_wait, true, false}));
+    CHECK_FALSE(gathering.stop_now(Now{min_wait, true, true}));
+    const auto again = gathering.look_again_after(Now{min_wait, true, true});
+    CHECK(again > FailureGathering::Duration::zero());
+    CHECK(again <= milliseconds(1));
+  }
+  SECTION("at the limit (torchrun's monitor interval) the stop goes out even to busy peers") {
+    CHECK_FALSE(gathering.stop_now(Now{limit - milliseconds(1), true, true}));
+    CHECK(gathering.stop_now(Now{limit, true, true}));
+    CHECK(gathering.look_again_after(Now{limit - std::chrono::microseconds(300), true, true}) ==
+          std::chrono::microseconds(300));
+  }
+  SECTION("a start spread beyond the limit is cut to it") {
+    const FailureGathering slow_start(milliseconds(400));
+    CHECK_FALSE(slow_start.stop_now(Now{limit - milliseconds(1), true, false}));
+    CHECK(slow_start.stop_now(Now{limit, true, false}));
+    CHECK(slow_start.look_again_after(Now{milliseconds(40), true, false}) ==
+          limit - milliseconds(40));
+  }
 }
 
 TEST_CASE("event lines are single JSON objects") {

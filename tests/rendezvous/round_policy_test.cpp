@@ -301,6 +301,30 @@ TEST_CASE("failure lines: root cause first, malformed lines skipped, count bound
   CHECK(decode_failure_lines(text, 1).size() == 1);
 }
 
+TEST_CASE("failures seen while being stopped for others' follow the job's root cause") {
+  WorkerFailure stopped = failure(5, "c", 4, 3, "seen while stopped");
+  stopped.while_stopped = true;
+  const WorkerFailure published = failure(10, "a", 0, 3, "published");
+  // Earlier by its clock, it still comes after the failure the round acted on, both ways round.
+  auto failures =
+      decode_failure_lines(encode_failure_line(stopped) + encode_failure_line(published));
+  REQUIRE(failures.size() == 2);
+  CHECK(failures[0].host == "a");
+  CHECK_FALSE(failures[0].while_stopped);
+  CHECK(failures[1].host == "c");
+  CHECK(failures[1].while_stopped);
+  // A flag of another type makes the line malformed: skipped.
+  CHECK(decode_failure_lines(R"({"timestamp":1,"host":"x","rank":0,"local_rank":0,"exitcode":1,)"
+                             R"("pid":1,"error_file":"","message":"","while_stopped":"yes"})")
+            .empty());
+  // Merging this node's own into what was read: each worker once, the same order.
+  const auto merged = merge_failures({published}, {stopped, published});
+  REQUIRE(merged.size() == 2);
+  CHECK(merged[0].host == "a");
+  CHECK(merged[1].host == "c");
+  CHECK(merge_failures({}, {stopped}).front().host == "c");  // alone, it leads
+}
+
 TEST_CASE("settings: torchrun's defaults, every key, bad values named") {
   SECTION("torchrun's defaults") {
     check_settings(parse_rdzv_settings({}), {.join_timeout = Seconds(600),
