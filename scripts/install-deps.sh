@@ -1,34 +1,58 @@
 #!/usr/bin/env bash
-# Installs everything ddprun needs to build, test and benchmark on Debian 12:
-#   1. Debian packages (apt-get);
-#   2. .venv: Python virtual environment with PyTorch 2.13.0 (CPU). Its LibTorch is what
-#      ddprun-train builds against, and its torchrun and TCPStore client are the tests' references;
-#   3. .venv-cuda: PyTorch 2.14.1 with CUDA, which CI only compiles and links ddprun-train against
-#      (DDPRUN_CUDA_VENV=0 skips it, =1 insists on it; unset, it is skipped with a message when the
-#      disk has too little room for it, as a full disk would fail the whole install);
-#   4. .gpu-deps/: the headers and libraries scripts/gpu-check.sh carries to a GPU machine.
+# Installs what ddprun needs on Debian 12.
+#   scripts/install-deps.sh           what building ddprun (scripts/build.sh) and running the main
+#                                     job need: Debian's compiler, CMake, Ninja, Boost, nlohmann-json,
+#                                     OpenSSL, yaml-cpp, zlib and Gloo's headers (apt-get), and .venv,
+#                                     a Python virtual environment with PyTorch 2.13.0 (CPU), whose
+#                                     LibTorch ddprun-train builds against, and matplotlib for
+#                                     scripts/plot_metrics.py.
+#   scripts/install-deps.sh --tests   also what the test command (scripts/test.sh) and the
+#                                     benchmarks need: Slurm and munge, etcd, clang, Catch2, Debian's
+#                                     python3-torch 1.13 (the old-protocol TCPStore client), elfutils,
+#                                     py-spy in .venv, .venv-cuda (PyTorch 2.14.1 with CUDA, which CI
+#                                     only compiles and links ddprun-train against; DDPRUN_CUDA_VENV=0
+#                                     skips it, =1 insists on it; unset, it is skipped with a message
+#                                     when the disk has too little room for it, as a full disk would
+#                                     fail the whole install), and .gpu-deps/ (the headers and
+#                                     libraries scripts/gpu-check.sh carries to a GPU machine).
 # Idempotent: installed packages are skipped and a venv that already has its torch is kept.
-# Both venvs and .gpu-deps are ignored by git.
+# The venvs and .gpu-deps are ignored by git.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+with_tests=0
+case ${1:-} in
+  "") ;;
+  --tests) with_tests=1 ;;
+  *)
+    echo "usage: scripts/install-deps.sh [--tests]" >&2
+    exit 2
+    ;;
+esac
+
 PACKAGES=(
   # toolchain
-  build-essential cmake ninja-build pkg-config git clang libclang-rt-14-dev
-  # launcher, agent, rendezvous (OpenSSL: https to etcd members)
+  build-essential cmake ninja-build pkg-config
+  # launcher, agent, rendezvous (OpenSSL: https to etcd members, in a module of its own)
   libboost-dev libboost-program-options-dev nlohmann-json3-dev libssl-dev
+  # worker runtime: Gloo's headers (pip wheels of torch do not ship them), YAML configs, zlib's
+  # crc32 for the snapshots' checksums; python3-venv for .venv
+  libgloo-dev libyaml-cpp-dev zlib1g-dev python3-venv
+)
+TEST_PACKAGES=(
+  git clang libclang-rt-14-dev
   # etcd rendezvous backend: tests start their own members; openssl makes their test CA
   etcd-server openssl
   # native stacks of hung workers (eu-stack; py-spy for Python stacks comes from PyPI)
   elfutils
-  # tests: Debian's torch 1.13 is the old-protocol (G0) TCPStore client
-  catch2 python3-torch python3-venv procps iproute2 psmisc
-  # worker runtime: Gloo's headers (pip wheels of torch do not ship them), fast BLAS, YAML configs,
-  # zlib's crc32 for the snapshots' checksums
-  libgloo-dev libopenblas0-openmp libyaml-cpp-dev zlib1g-dev
+  # tests: Debian's torch 1.13 (with its BLAS) is the old-protocol (G0) TCPStore client
+  catch2 python3-torch libopenblas0-openmp procps iproute2 psmisc
   # Slurm integration tests
   slurm-wlm munge
 )
+if ((with_tests)); then
+  PACKAGES+=("${TEST_PACKAGES[@]}")
+fi
 # Pinned so builds and interop tests are reproducible; see README "Building against PyTorch".
 TORCH_CPU_VERSION=2.13.0
 TORCH_CUDA_VERSION=2.14.1
@@ -54,7 +78,7 @@ else
   "${SUDO[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
-# make_venv DIR VERSION: a venv of Debian's python3 (not whatever python3 comes first on PATH)
+# make_venv DIR VERSION [PACKAGE...]: a venv of Debian's python3 (not whatever python3 comes first on PATH)
 # holding torch==VERSION. A venv whose torch does not import (an interrupted install) is redone.
 make_venv() {
   local dir=$1 version=$2
@@ -69,17 +93,21 @@ make_venv() {
   /usr/bin/python3 -m venv "$dir"
   # PIP_* variables reach pip as usual, e.g. PIP_INDEX_URL for a mirror or a CPU-only index.
   # numpy too: torch prints a warning on import without it, which would reach every log.
-  "$dir/bin/python" -m pip install -q --no-cache-dir "torch==$version" numpy
+  "$dir/bin/python" -m pip install -q --no-cache-dir "torch==$version" numpy "${@:3}"
 }
 
-make_venv .venv "$TORCH_CPU_VERSION"
+# matplotlib: scripts/plot_metrics.py draws the training curves with it (one pip run with torch,
+# and once more for a .venv made before it was wanted).
+make_venv .venv "$TORCH_CPU_VERSION" matplotlib
+if ! .venv/bin/python -c "import matplotlib" 2>/dev/null; then
+  .venv/bin/python -m pip install -q --no-cache-dir matplotlib
+fi
+if ((!with_tests)); then
+  exit 0
+fi
 # py-spy: the agent captures hung workers' Python stacks with it (found next to their python).
 if [[ ! -x .venv/bin/py-spy ]]; then
   .venv/bin/python -m pip install -q --no-cache-dir py-spy
-fi
-# matplotlib: scripts/plot_metrics.py draws the training curves with it.
-if ! .venv/bin/python -c "import matplotlib" 2>/dev/null; then
-  .venv/bin/python -m pip install -q --no-cache-dir matplotlib
 fi
 # The CUDA wheels take about 5.5 GiB once installed, and pip unpacks them beside that: with less
 # room than this the install would die of ENOSPC halfway and leave the disk full for the build.

@@ -7,7 +7,7 @@
 #      disk); DDPRUN_CUDA_VENV=1 makes a missing .venv-cuda an error;
 #   3. an ASan+UBSan build of the components that do not use LibTorch, unit and
 #      integration labels.
-# Usage: scripts/test.sh            (run after scripts/install-deps.sh)
+# Usage: scripts/test.sh            (run after scripts/install-deps.sh --tests)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -24,13 +24,13 @@ isolated() {
   fi
 }
 
-scripts/build.sh
+scripts/build.sh --all
 isolated ctest --test-dir build --output-on-failure -j 2 --timeout 900
 
 cuda_stage=${DDPRUN_CUDA_VENV:-auto}
 if [[ $cuda_stage != 0 && ! -x .venv-cuda/bin/python ]]; then
   if [[ $cuda_stage == 1 ]]; then
-    echo "test.sh: DDPRUN_CUDA_VENV=1 but there is no .venv-cuda: run scripts/install-deps.sh" >&2
+    echo "test.sh: DDPRUN_CUDA_VENV=1 but there is no .venv-cuda: run scripts/install-deps.sh --tests" >&2
     exit 1
   fi
   echo "test.sh: CUDA build SKIPPED: no .venv-cuda (install-deps.sh said why)" >&2
@@ -47,7 +47,7 @@ if [[ $cuda_stage != 0 ]]; then
   echo "test.sh: ddprun-train compiled and linked against CUDA LibTorch with NCCL (build-cuda/)"
 fi
 
-BUILD_DIR=build-asan BUILD_TYPE=RelWithDebInfo scripts/build.sh \
+BUILD_DIR=build-asan BUILD_TYPE=RelWithDebInfo scripts/build.sh --all \
   -DDDPRUN_SANITIZE=ON -DDDPRUN_WITH_TORCH=OFF
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
   isolated ctest --test-dir build-asan --output-on-failure -j 2 -L 'unit|integration' --timeout 900

@@ -9,6 +9,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 source "$here/../setup.sh"
 faults=${1:-200}
 seed=${2:-$(date +%s)}
+# The chaos run is a test: a build folder that scripts/build.sh made without them gets them.
+cmake -S "$root" -B "$build" -DBUILD_TESTING=ON >/dev/null
 bench_build agent_etcd_e2e_test ddprun ddprun-train
 echo "bench/chaos: $faults faults, seed $seed; $(uptime)"
 start=$(date +%s)
