@@ -1,5 +1,6 @@
 #pragma once
-// Signal names as glibc knows them (sigabbrev_np): one table for the whole project.
+// Signal names as glibc knows them (sigabbrev_np), from a table of our own (glibc 2.28 has no
+// sigabbrev_np): one table for the whole project.
 
 #include <optional>
 #include <string>

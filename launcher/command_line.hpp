@@ -1,8 +1,8 @@
 #pragma once
 // Step 1 of the launcher: split argv into ddprun's options and the entry point with its
 // arguments (everything from the entry point on belongs to the script, as argparse.REMAINDER
-// does in torchrun), let Boost.Program_options read the options, then fill the options that
-// were not given from PET_<NAME> variables. Values stay text here; resolve_config checks them.
+// does in torchrun) with the grammar of argv_parser.hpp, then fill the options that were not
+// given from PET_<NAME> variables. Values stay text here; resolve_config checks them.
 
 #include <map>
 #include <optional>

@@ -1,7 +1,7 @@
 #pragma once
 // Every option ddprun accepts, in one table: the torchrun options (both spellings, same
-// defaults, PET_* variables) and the ddprun extras. The Boost.Program_options description and
-// the --help text are both generated from it, so they cannot drift apart.
+// defaults, PET_* variables) and the ddprun extras. The command-line grammar's option list
+// (command_line.cpp) and the --help text are both generated from it, so they cannot drift apart.
 
 #include <span>
 #include <string>

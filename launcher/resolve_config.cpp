@@ -8,6 +8,7 @@
 #include <optional>
 #include <tuple>
 
+#include "common/signals.hpp"
 #include "common/text.hpp"
 #include "launcher/entry_point.hpp"
 #include "launcher/gpu_visibility.hpp"
@@ -396,7 +397,7 @@ ResolvedLaunch resolve_launch(const ParsedCommandLine& parsed, const Environment
         parse_signal_names(text, v ? label("signals_to_handle", *v) : "--signals-to-handle");
     std::vector<std::string> names;
     for (int number : config.signals_to_handle) {
-      names.push_back(std::string("SIG") + sigabbrev_np(number));
+      names.push_back(common::signal_name(number));
     }
     config.signals_to_handle_text = join(names);
   }

@@ -1,7 +1,6 @@
 # The etcd backend (etcd/): the round machine's key-value operations on an etcd v3 cluster
 # through its JSON gateway over HTTP/1.1 or HTTPS (Boost.Beast; OpenSSL in a module of its own).
 # Included by CMakeLists.txt of this folder.
-find_package(OpenSSL REQUIRED)
 target_sources(ddprun_backends PRIVATE
   etcd/base64.cpp
   etcd/beat_watch.cpp
@@ -21,6 +20,11 @@ target_sources(ddprun_backends PRIVATE
   etcd/watch_stream.cpp)
 target_link_libraries(ddprun_backends PUBLIC nlohmann_json::nlohmann_json ${CMAKE_DL_LIBS})
 
+if(NOT DDPRUN_ETCD_TLS)
+  # https members then fail with a message saying this ddprun has no TLS module (tls_context.cpp).
+  return()
+endif()
+find_package(OpenSSL REQUIRED)
 # The TLS module: the only thing that links OpenSSL (libssl and libcrypto map about 1.7 MiB).
 # ddprun loads it with dlopen for the first https member (etcd/tls_context.cpp), from
 # <program>/../lib/ddprun/ or beside the program; its interface is C (etcd/tls_engine_abi.h)

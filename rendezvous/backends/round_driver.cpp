@@ -13,8 +13,7 @@ round::MachineTime machine_now() {
 RoundDriver::RoundDriver(boost::asio::io_context& io, round::MachineConfig config,
                          std::unique_ptr<KvBackend> backend, RoundListener& listener,
                          StackCapturer* stacks, NodeChecker* checker)
-    : io_(io),
-      machine_(std::move(config)),
+    : machine_(std::move(config)),
       backend_(std::move(backend)),
       listener_(listener),
       stacks_(stacks),

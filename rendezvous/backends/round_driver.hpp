@@ -73,7 +73,6 @@ class RoundDriver {
   void carry_out();
   void arm_timer();
 
-  boost::asio::io_context& io_;
   round::RoundMachine machine_;
   std::unique_ptr<KvBackend> backend_;
   RoundListener& listener_;

@@ -4,7 +4,10 @@
 
 #include <catch2/catch.hpp>
 #include <csignal>
+#include <cstring>
+#include <string>
 
+#include "common/signals.hpp"
 #include "launcher/gpu_visibility.hpp"
 #include "launcher/usage_error.hpp"
 
@@ -145,4 +148,21 @@ TEST_CASE("visible GPUs honour CUDA_VISIBLE_DEVICES") {
   CHECK(l::visible_gpu_count(4, "1,1") == 1);
   CHECK(l::visible_gpu_count(2, "GPU-5e3a,GPU-77aa,GPU-1234") == 2);
   CHECK(l::visible_gpu_count(0, "0") == 0);
+}
+
+TEST_CASE("signal names: the project's table gives what glibc's sigabbrev_np gives") {
+  // common/signals.cpp writes the names out (the portable build's glibc 2.28 has no
+  // sigabbrev_np); wherever this test builds, glibc is new enough to check every number.
+  for (int number = -1; number <= NSIG + 1; ++number) {
+    INFO(number);
+    const char* glibc = ::sigabbrev_np(number);
+    const std::string expected =
+        glibc != nullptr ? std::string("SIG") + glibc : "SIG" + std::to_string(number);
+    CHECK(ddprun::common::signal_name(number) == expected);
+    if (glibc != nullptr)
+      CHECK(ddprun::common::signal_number(expected) == number);
+  }
+  CHECK_FALSE(ddprun::common::signal_number("SIGRTMIN").has_value());
+  CHECK_FALSE(ddprun::common::signal_number("TERM").has_value());
+  CHECK_FALSE(ddprun::common::signal_number("SIG").has_value());
 }

@@ -38,10 +38,12 @@ std::string program_path() {
 // Throws std::invalid_argument when no candidate loads.
 std::shared_ptr<const TlsModule> load_module() {
   std::string why;
+  bool any_found = false;
   for (const auto& path : tls_module_candidates(program_path())) {
     if (!std::filesystem::exists(path)) {
       continue;
     }
+    any_found = true;
     // RTLD_NODELETE: OpenSSL registers exit handlers and must stay mapped.
     void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
     if (handle == nullptr) {
@@ -58,6 +60,14 @@ std::shared_ptr<const TlsModule> load_module() {
       continue;
     }
     return module;
+  }
+  if (!any_found) {
+    // Not a broken install: a build without the module (the pip package, DDPRUN_ETCD_TLS=OFF).
+    throw std::invalid_argument(
+        "rdzv_conf protocol=https: this ddprun was built without TLS support (no " +
+        std::string(kModuleFile) + " in ../lib/ddprun/ or beside " + program_path() +
+        "; the pip package leaves it out, as it would need OpenSSL); use http:// etcd members, "
+        "or a ddprun built from source with OpenSSL (scripts/build.sh)");
   }
   throw std::invalid_argument("rdzv_conf protocol=https: cannot load the TLS module " +
                               std::string(kModuleFile) + " (looked in ../lib/ddprun/ and beside " +
