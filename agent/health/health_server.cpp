@@ -60,18 +60,17 @@ class Connection : public std::enable_shared_from_this<Connection> {
   template <class Answer>
   void start(Answer answer) {
     deadline_.expires_after(HealthServer::kReadLimit);
-    deadline_.async_wait(
-        [self = shared_from_this(), answer](const boost::system::error_code& error) {
-          if (error)
-            return;
-          if (self->answered_) {
-            self->close();
-          } else {
-            self->answered_ = true;
-            self->socket_.cancel();
-            self->respond(http_response(408, "request not complete in time\n", "text/plain"));
-          }
-        });
+    deadline_.async_wait([self = shared_from_this()](const boost::system::error_code& error) {
+      if (error)
+        return;
+      if (self->answered_) {
+        self->close();
+      } else {
+        self->answered_ = true;
+        self->socket_.cancel();
+        self->respond(http_response(408, "request not complete in time\n", "text/plain"));
+      }
+    });
     read_head(answer);
   }
 

@@ -49,7 +49,7 @@ ToolImage build_image(const CaptureCommand& command) {
   ::dup2(dev_null_fd, STDIN_FILENO);
   ::dup2(output_fd, STDOUT_FILENO);
   ::dup2(output_fd, STDERR_FILENO);
-  ::close_range(3, ~0U, 0);
+  close_descriptors_from(3);
   ::execve(image.argv.front(), image.argv.data(), envp);
   exit_with_reason(image.exec_error_prefix, errno);
 }

@@ -53,7 +53,6 @@ class StragglerWatch {
   void publish();
   void compare();
 
-  boost::asio::io_context& io_;
   rendezvous::backends::KvSideClient kv_;
   StragglerConfig config_;
   std::string host_;

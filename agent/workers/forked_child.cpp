@@ -1,6 +1,7 @@
 #include "agent/workers/forked_child.hpp"
 
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -11,6 +12,10 @@ void die_with_agent(pid_t agent_pid) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != agent_pid)
     ::_exit(1);
+}
+
+void close_descriptors_from(unsigned first) {
+  ::syscall(SYS_close_range, first, ~0U, 0U);
 }
 
 void restore_signals(const sigset_t& mask) {

@@ -20,6 +20,11 @@ void die_with_agent(pid_t agent_pid);
 // signals to their default before the mask opens, as exec would.
 void restore_signals(const sigset_t& mask);
 
+// Closes every descriptor from `first` on: what the agent holds (sockets, pipes) is not the
+// child's. The system call itself (Linux 5.9), not glibc's wrapper, which glibc 2.34 added: the
+// portable build targets glibc 2.28 (cmake/zig-toolchain.cmake).
+void close_descriptors_from(unsigned first);
+
 // write(2) until all is written or the descriptor fails; the child has nothing to do on failure.
 void write_all_raw(int fd, std::string_view text);
 

@@ -88,7 +88,7 @@ ExecImage build_image(const WorkerCommand& command) {
       exit_with_reason("ddprun: cannot pass the heartbeat pipe to the worker: ", errno);
     first_to_close = static_cast<unsigned>(after);
   }
-  ::close_range(first_to_close, ~0U, 0);  // the agent's sockets and pipes are not the worker's
+  close_descriptors_from(first_to_close);
   // Threads the worker starts later inherit the binding, as under numactl --physcpubind.
   if (image.cpus && ::sched_setaffinity(0, image.cpus_size, image.cpus.get()) != 0)
     exit_with_reason(image.bind_error_prefix, errno);
