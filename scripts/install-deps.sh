@@ -14,9 +14,10 @@
 #                                     skips it, =1 insists on it; unset, it is skipped with a message
 #                                     when the disk has too little room for it, as a full disk would
 #                                     fail the whole install), and .gpu-deps/ (the headers and
-#                                     libraries scripts/gpu-check.sh carries to a GPU machine).
+#                                     libraries scripts/gpu-check.sh carries to a GPU machine),
+#                                     and .wheelhouse/ (what the pip-install test builds with).
 # Idempotent: installed packages are skipped and a venv that already has its torch is kept.
-# The venvs and .gpu-deps are ignored by git.
+# The venvs, .gpu-deps and .wheelhouse are ignored by git.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -109,6 +110,10 @@ fi
 if [[ ! -x .venv/bin/py-spy ]]; then
   .venv/bin/python -m pip install -q --no-cache-dir py-spy
 fi
+# .wheelhouse: the PyPI packages the pip-install test (tests/packaging) builds the wheel with and
+# checks it with, fetched now so that the test needs no network (the suite runs without one).
+/usr/bin/python3 -m pip download -q --no-cache-dir --dest .wheelhouse \
+  scikit-build-core boost-headers nlohmann-json ziglang auditwheel
 # The CUDA wheels take about 5.5 GiB once installed, and pip unpacks them beside that: with less
 # room than this the install would die of ENOSPC halfway and leave the disk full for the build.
 CUDA_VENV_NEEDS_GIB=12

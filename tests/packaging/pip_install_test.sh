@@ -16,9 +16,11 @@
 # `pip install ./ddprun` runs the same PEP 517 build and then installs the wheel; the test makes
 # the two steps visible so that it can inspect the wheel in between with one build, not two.
 #
+# The PyPI packages come from SOURCE_DIR/.wheelhouse when it exists (scripts/install-deps.sh
+# --tests downloads them there, so that the test runs in scripts/test.sh's network namespace,
+# which has no network), else from the machine's package index.
 # Exit 77 (CTest SKIP_RETURN_CODE) only where the test cannot run at all: not root (unshare,
-# setpriv), no unshare/setpriv, or no network route to the package index (scripts/test.sh runs
-# the tests in a network namespace of their own: DDPRUN_TEST_NETNS=0 lets this one run).
+# setpriv), no unshare/setpriv, or neither a .wheelhouse nor a network route to the index.
 # Usage: tests/packaging/pip_install_test.sh SOURCE_DIR
 # Env: JOBS (parallel compiles, default: all CPUs), PYTHON (default /usr/bin/python3).
 set -euo pipefail
@@ -40,9 +42,10 @@ for tool in unshare setpriv mount readelf objdump; do
   command -v "$tool" >/dev/null || skip "no $tool on this machine"
 done
 unshare --mount true 2>/dev/null || skip "unshare --mount is not permitted here"
-if command -v ip >/dev/null && [[ -z $(ip -4 route show default) && -z $(ip -6 route show default) &&
-  -z ${https_proxy:-}${HTTPS_PROXY:-} ]]; then
-  skip "no network route to the package index (in scripts/test.sh: DDPRUN_TEST_NETNS=0)"
+wheelhouse=$source_dir/.wheelhouse
+if [[ ! -d $wheelhouse ]] && command -v ip >/dev/null && [[ -z $(ip -4 route show default) &&
+  -z $(ip -6 route show default) && -z ${https_proxy:-}${HTTPS_PROXY:-} ]]; then
+  skip "no .wheelhouse (scripts/install-deps.sh --tests) and no network route to the package index"
 fi
 [[ -x $python ]] || fail "no $python (set PYTHON to a Python >= 3.10 with venv)"
 test_uid=$(id -u "$test_user") || fail "no user $test_user"
@@ -64,6 +67,12 @@ if git -C "$source_dir" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
 else
   cp -a "$source_dir/." "$user_dir/clone/"
   rm -rf "$user_dir/clone"/build* "$user_dir/clone"/.venv*
+fi
+if [[ -d $wheelhouse ]]; then
+  # pip then takes every package from these files and asks no index.
+  cp -a "$wheelhouse" "$user_dir/wheelhouse"
+  export PIP_NO_INDEX=1 PIP_FIND_LINKS=$user_dir/wheelhouse
+  echo "packages: $wheelhouse ($(ls "$wheelhouse" | wc -l) files, from PyPI)"
 fi
 chown -R "$test_uid:$test_gid" "$user_dir"
 
