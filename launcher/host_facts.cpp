@@ -4,13 +4,16 @@
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string_view>
 #include <system_error>
 
 #include "launcher/text.hpp"
+#include "launcher/usage_error.hpp"
 
 namespace ddprun::launcher {
 namespace {
@@ -81,6 +84,14 @@ std::string random_uuid4() {
 }
 
 }  // namespace
+
+void require_bundled_trainer(EntryKind kind, const std::string& trainer_path) {
+  if (kind != EntryKind::kBundledTrainer || ::access(trainer_path.c_str(), X_OK) == 0)
+    return;
+  throw UsageError("train", trainer_path + " is not installed (" + std::strerror(errno) + ")",
+                   "ddprun-train beside ddprun: build it against your torch (README: Building "
+                   "against PyTorch); the pip package holds the launcher and store only for now");
+}
 
 HostFacts probe_host(const Environment& env, ProbeRequest request) {
   HostFacts facts;

@@ -83,6 +83,11 @@ int main(int argc, char** argv) {
     const launcher::ProbeRequest probe{.numa_topology = parsed.has("numa_binding")};
     resolved = launcher::resolve_launch(parsed, env, launcher::probe_host(env, probe));
     launcher::load_etcd_password(resolved.config, env);
+    // --print-config shows the plan even where the trainer is not installed (yet).
+    if (!parsed.has("print_config")) {
+      launcher::require_bundled_trainer(resolved.config.entry_kind,
+                                        resolved.config.worker_argv.front());
+    }
     for (const auto& warning : resolved.warnings)
       print_warning(warning);
     if (parsed.has("print_config")) {

@@ -10,6 +10,8 @@
 #include <array>
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <cstdlib>
+#include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -334,6 +336,23 @@ TEST_CASE("--print-config shows torchrun's agent variables as ddprun read them")
   CHECK(short_list.status == 2);
   CHECK_THAT(short_list.err,
              Catch::StartsWith("ddprun: error: --virtual-local-rank: local rank 2"));
+}
+
+TEST_CASE("train without ddprun-train beside ddprun is refused before anything starts") {
+  // A copy of ddprun alone in a folder, as a pip install leaves it (the trainer is not packaged).
+  char folder[] = "/tmp/ddprun_cli_XXXXXX";
+  REQUIRE(::mkdtemp(folder) != nullptr);
+  const std::string lone = std::string(folder) + "/ddprun";
+  std::filesystem::copy_file(kDdprun, lone);
+  const Result r = run(lone, {"--standalone", "--nproc_per_node", "2", "train"});
+  std::filesystem::remove_all(folder);
+  INFO(r.err);
+  CHECK(r.status == 2);
+  CHECK(line_count(r.err) == 1);
+  CHECK_THAT(r.err, Catch::StartsWith("ddprun: error: train: " + std::string(folder) +
+                                      "/ddprun-train is not installed"));
+  CHECK_THAT(r.err, Catch::Contains("Building against PyTorch"));
+  CHECK(r.err.find("rendezvous") == std::string::npos);  // nothing joined, nothing started
 }
 
 TEST_CASE("--version") {
