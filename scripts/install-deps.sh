@@ -35,7 +35,7 @@ PACKAGES=(
   # toolchain
   build-essential cmake ninja-build pkg-config
   # launcher, agent, rendezvous (OpenSSL: https to etcd members, in a module of its own)
-  libboost-dev libboost-program-options-dev nlohmann-json3-dev libssl-dev
+  libboost-dev nlohmann-json3-dev libssl-dev
   # worker runtime: Gloo's headers (pip wheels of torch do not ship them), YAML configs, zlib's
   # crc32 for the snapshots' checksums; python3-venv for .venv
   libgloo-dev libyaml-cpp-dev zlib1g-dev python3-venv
