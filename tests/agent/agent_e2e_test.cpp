@@ -396,6 +396,10 @@ std::map<int, int> listed_failures(const std::string& out, const std::string& on
   return listed;
 }
 
+// A few milliseconds of work in the shell (2,000 iterations): runnable all along, so the agent
+// waits for its end before it stops the group (agent/workers/failure_gathering.hpp).
+const std::string kBusyLoop = "i=0; while [ $i -lt 2000 ]; do i=$((i + 1)); done";
+
 TEST_CASE("ranks failing together are each listed, with their own exit codes") {
   SECTION("4 ranks exit 3 at one instant: all 4 in the table and on the console, 20 runs of 20") {
     for (int run = 0; run < 20; ++run) {
@@ -418,21 +422,14 @@ TEST_CASE("ranks failing together are each listed, with their own exit codes") {
       }
     }
   }
-  SECTION("two exit 3, one exits 5 while the group is stopped, one is stopped: three listed") {
+  SECTION("two exit 3, one exits 5 a little later, one is stopped: three listed") {
     TempDir dir;
     WorkerGate gate(dir);
-    // Rank 2 ignores the stop's SIGTERM (its sleep inherits that) and exits 5 on its own a
-    // little later; rank 3 sleeps until the stop ends it.
-    const std::string script =
-        "case $LOCAL_RANK in\n"
-        "  0|1) " +
-        gate.wait_command() +
-        "; exit 3;;\n"
-        "  2) trap '' TERM; " +
-        gate.wait_command() +
-        "; sleep 0.3; exit 5;;\n"
-        "  *) exec sleep 60;;\n"
-        "esac\n";
+    // Rank 2 computes a few milliseconds (a shell loop) before its exit 5, as a rank finishing
+    // its step before it meets the failure does; rank 3 sleeps until the stop ends it.
+    const std::string script = "case $LOCAL_RANK in\n  0|1) " + gate.wait_command() +
+                               "; exit 3;;\n  2) " + gate.wait_command() + "; " + kBusyLoop +
+                               "; exit 5;;\n  *) exec sleep 60;;\nesac\n";
     Process agent({ddprun_binary(), "--standalone", "--nproc_per_node", "4", "--no_python",
                    "/bin/sh", "-c", script},
                   dir / "out");
@@ -446,11 +443,13 @@ TEST_CASE("ranks failing together are each listed, with their own exit codes") {
     CHECK(out.find("failed: exit code 5") != std::string::npos);
     CHECK(out.find("ddprun: worker rank 3 (") == std::string::npos);  // stopped by the agent
   }
-  SECTION("2 nodes x 2 ranks exit 3 at one instant: each node lists its own") {
+  SECTION("2 nodes x 2 ranks exit 3 within moments: each node lists its own") {
     TempDir dir;
     WorkerGate gate(dir);
     const uint16_t port = free_port("127.0.0.2");
-    const std::string worker = gate.wait_command() + "; exit 3";
+    // On each node local rank 1 computes a few milliseconds longer than local rank 0.
+    const std::string worker =
+        gate.wait_command() + "; [ $LOCAL_RANK = 0 ] || " + kBusyLoop + "; exit 3";
     std::vector<std::unique_ptr<Process>> agents;
     for (int node : {1, 2}) {
       std::vector<std::string> argv = two_node_c10d_agent(port, node, "together", 2);
