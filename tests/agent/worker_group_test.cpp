@@ -27,6 +27,7 @@
 
 using namespace ddprun::agent;
 using ddprun::agent::e2e::process_running;
+using ddprun::agent::e2e::TempDir;  // removed with what the test wrote in it
 using Clock = std::chrono::steady_clock;
 
 namespace {
@@ -147,12 +148,6 @@ class CapturedConsole {
   bool restored_ = false;
 };
 
-std::string make_temp_dir() {
-  char dir_template[] = "/tmp/ddprun_wg_XXXXXX";
-  REQUIRE(::mkdtemp(dir_template) != nullptr);
-  return dir_template;
-}
-
 std::string file_text(const std::string& path) {
   std::ifstream file(path);
   std::stringstream content;
@@ -188,7 +183,8 @@ void wait_for_console_then_release(WorkerGroup& group, SignalChannel& signals,
 
 TEST_CASE("streams take torchrun's routes: inherited, tee'd with a prefix, file, /dev/null") {
   SignalChannel signals({SIGTERM});
-  const std::string dir = make_temp_dir();
+  const TempDir temp;
+  const std::string& dir = temp.path();
   // Rank 0 writes to the console itself, so rank 1 starts only once rank 0 wrote: otherwise
   // "plain" can land between rank 1's partial line "[w1]:tail" and the newline the pump adds
   // at its end (seen in CI).
@@ -226,7 +222,8 @@ TEST_CASE("streams take torchrun's routes: inherited, tee'd with a prefix, file,
 
 TEST_CASE("a tee'd partial line and a progress bar reach the console before their newline") {
   SignalChannel signals({SIGTERM});
-  const std::string dir = make_temp_dir();
+  const TempDir temp;
+  const std::string& dir = temp.path();
   const std::string go1 = dir + "/go1";
   const std::string go2 = dir + "/go2";
   REQUIRE(::mkfifo(go1.c_str(), 0600) == 0);
@@ -251,7 +248,8 @@ TEST_CASE("a tee'd partial line and a progress bar reach the console before thei
 
 TEST_CASE("--duplicate-*-filters: matching lines of every tee'd rank, prefixed, in one file") {
   SignalChannel signals({SIGTERM});
-  const std::string dir = make_temp_dir();
+  const TempDir temp;
+  const std::string& dir = temp.path();
   const std::string filtered = dir + "/filtered_stdout.log";
   std::vector<WorkerLaunch> launches;
   for (int rank = 0; rank < 2; ++rank) {
@@ -283,7 +281,8 @@ TEST_CASE("--duplicate-*-filters: matching lines of every tee'd rank, prefixed, 
 
 TEST_CASE("a rank that failed on its own before the stop reached it is a failure, not stopped") {
   SignalChannel signals({SIGTERM});
-  const std::string dir = make_temp_dir();
+  const TempDir temp;
+  const std::string& dir = temp.path();
   const std::string fifo = dir + "/handoff";
   REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
   // Rank 1 fails right after rank 0 (a FIFO hand-off), rank 2 keeps running. The group stops
@@ -314,7 +313,8 @@ TEST_CASE("a rank that failed on its own before the stop reached it is a failure
 
 TEST_CASE("--numa-binding's CPU set is the worker's before exec") {
   SignalChannel signals({SIGTERM});
-  const std::string dir = make_temp_dir();
+  const TempDir temp;
+  const std::string& dir = temp.path();
   cpu_set_t mine;
   REQUIRE(::sched_getaffinity(0, sizeof mine, &mine) == 0);
   int last_cpu = -1;
@@ -357,10 +357,9 @@ TEST_CASE("exit codes, signals and exec failures are recorded per worker") {
 
 TEST_CASE("stop: the signal first, SIGKILL after the timeout, grandchildren included") {
   SignalChannel signals({SIGTERM});
-  char dir_template[] = "/tmp/ddprun_wg_XXXXXX";
-  REQUIRE(::mkdtemp(dir_template) != nullptr);
-  const std::string marker = std::string(dir_template) + "/got_term";
-  const std::string pid_file = std::string(dir_template) + "/grandchild";
+  const TempDir temp;
+  const std::string marker = temp / "got_term";
+  const std::string pid_file = temp / "grandchild";
   // Worker 0 exits cleanly on SIGTERM; worker 1 ignores it and has a grandchild.
   WorkerLaunch polite =
       shell_worker(0, "trap 'echo term > " + marker +
