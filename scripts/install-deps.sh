@@ -112,7 +112,7 @@ if [[ ! -x .venv/bin/py-spy ]]; then
 fi
 # .wheelhouse: the PyPI packages the pip-install test (tests/packaging) builds the wheel with and
 # checks it with, fetched now so that the test needs no network (the suite runs without one).
-/usr/bin/python3 -m pip download -q --no-cache-dir --dest .wheelhouse \
+.venv/bin/python -m pip download -q --no-cache-dir --dest .wheelhouse \
   scikit-build-core boost-headers nlohmann-json ziglang auditwheel
 # The CUDA wheels take about 5.5 GiB once installed, and pip unpacks them beside that: with less
 # room than this the install would die of ENOSPC halfway and leave the disk full for the build.
