@@ -122,15 +122,23 @@ inline std::vector<std::string> two_node_c10d_agent(uint16_t port, int node,
           "127.0.0." + std::to_string(node)};
 }
 
-// Running and not a zombie.
-inline bool process_running(pid_t pid) {
+// The state letter of /proc/PID/stat (R, S, D, Z, ...): the field after the command name, which
+// may itself hold blanks and parentheses; nullopt when the process is gone.
+inline std::optional<char> process_state_letter(pid_t pid) {
   std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
   std::string text;
   if (!std::getline(stat, text))
-    return false;
-  auto close_paren = text.rfind(')');
-  return close_paren != std::string::npos && close_paren + 2 < text.size() &&
-         text[close_paren + 2] != 'Z' && text[close_paren + 2] != 'X';
+    return std::nullopt;
+  const auto close_paren = text.rfind(')');
+  if (close_paren == std::string::npos || close_paren + 2 >= text.size())
+    return std::nullopt;
+  return text[close_paren + 2];
+}
+
+// Running and not a zombie.
+inline bool process_running(pid_t pid) {
+  const auto state = process_state_letter(pid);
+  return state && *state != 'Z' && *state != 'X';
 }
 
 // Waits for every pid to exit (pidfds work for processes that are not our children).
@@ -314,16 +322,12 @@ class WorkerGate {
               pid_file, has_pid,
               std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now())))
         return false;
-      const std::string proc = "/proc/" + std::to_string(std::stoi(read_file(pid_file)));
+      const pid_t pid = std::stoi(read_file(pid_file));
+      const std::string stdin_link = "/proc/" + std::to_string(pid) + "/fd/0";
       for (;;) {
         std::error_code ignored;
-        const bool at_gate = fs::read_symlink(proc + "/fd/0", ignored) == fs::path(dir_ + "/gate");
-        std::ifstream stat(proc + "/stat");
-        std::string text;
-        std::getline(stat, text);
-        const auto name_end = text.rfind(')');
-        if (at_gate && name_end != std::string::npos && name_end + 2 < text.size() &&
-            text[name_end + 2] == 'S')
+        const bool at_gate = fs::read_symlink(stdin_link, ignored) == fs::path(dir_ + "/gate");
+        if (at_gate && process_state_letter(pid) == 'S')
           break;
         if (Clock::now() >= deadline)
           return false;
