@@ -62,8 +62,9 @@ struct Endpoint {
 
 // c10d: host when is_host says so, or when the endpoint names this agent (--local_addr) or this
 // machine (a loopback address, one of its names or addresses). Any agent on the machine may
-// win the bind; the others become clients, as torchrun does. A forced host that cannot bind
-// fails.
+// win the bind of a machine's endpoint; the others become clients, as torchrun does. An agent
+// that must host (is_host=1, or --local_addr is the endpoint) and cannot bind fails: the port
+// is someone else's, and the job must not become a client of whatever listens there.
 Endpoint c10d_endpoint(const RendezvousConfig& config, const round::RdzvSettings& settings) {
   Endpoint endpoint;
   endpoint.host = config.host.empty() ? std::string("localhost") : config.host;
@@ -91,18 +92,22 @@ Endpoint c10d_endpoint(const RendezvousConfig& config, const round::RdzvSettings
       question.local_addr_addresses = backends::resolve_numeric(*config.local_addr);
     }
   }
-  const bool host = backends::should_host_store(
+  const auto hosting = backends::store_hosting(
       question, question.forced ? backends::LocalIdentity{} : backends::local_identity());
-  if (!host) {
+  if (hosting == backends::StoreHosting::client) {
     return endpoint;
   }
   try {
     endpoint.hosted =
         start_store(backends::store_bind_address(endpoint.host), endpoint.port, config.secret);
   } catch (const std::exception& error) {
-    if (settings.is_host) {
-      throw RendezvousError("cannot host the rendezvous store at " + endpoint.host + ":" +
-                            std::to_string(endpoint.port) + " (is_host=1): " + error.what());
+    if (hosting == backends::StoreHosting::required) {
+      throw RendezvousError(
+          "cannot host the rendezvous store at " + endpoint.host + ":" +
+          std::to_string(endpoint.port) + " (" +
+          (settings.is_host ? std::string("is_host=1") : "--local_addr names the endpoint") +
+          "): " + error.what() +
+          ". Another process holds the port; this agent does not join whatever listens there");
     }
     // Another agent on this machine was first: use its store.
   }

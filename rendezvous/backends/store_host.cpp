@@ -59,24 +59,21 @@ bool is_loopback_address(const std::string& numeric) {
   return numeric == "::1";
 }
 
-bool should_host_store(const HostQuestion& q, const LocalIdentity& identity) {
+StoreHosting store_hosting(const HostQuestion& q, const LocalIdentity& identity) {
   if (q.forced) {
-    return *q.forced;
+    return *q.forced ? StoreHosting::required : StoreHosting::client;
   }
   if (q.local_addr && (q.endpoint_host == *q.local_addr ||
                        any_common(q.endpoint_addresses, q.local_addr_addresses))) {
-    return true;
+    return StoreHosting::required;
   }
   // Otherwise an endpoint on this machine (loopback, or one of its names or addresses) may be
-  // hosted by any agent here, --local_addr or not: the first to bind hosts, the others find the
-  // port taken and become clients (torchrun's rule).
-  if (q.endpoint_host == "localhost" || contains(identity.names, q.endpoint_host)) {
-    return true;
-  }
-  if (std::any_of(q.endpoint_addresses.begin(), q.endpoint_addresses.end(), is_loopback_address)) {
-    return true;
-  }
-  return any_common(q.endpoint_addresses, identity.addresses);
+  // hosted by any agent here, --local_addr or not.
+  const bool on_this_machine =
+      q.endpoint_host == "localhost" || contains(identity.names, q.endpoint_host) ||
+      std::any_of(q.endpoint_addresses.begin(), q.endpoint_addresses.end(), is_loopback_address) ||
+      any_common(q.endpoint_addresses, identity.addresses);
+  return on_this_machine ? StoreHosting::if_free : StoreHosting::client;
 }
 
 std::vector<std::string> resolve_numeric(const std::string& host) {

@@ -2,6 +2,7 @@
 // Which agent hosts the c10d store: torchrun's is_host heuristic (_matches_machine_hostname),
 // with --local_addr taking precedence so several agents on one machine (127.0.0.2, .3) agree.
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -22,8 +23,14 @@ struct HostQuestion {
   std::vector<std::string> local_addr_addresses;  // local_addr resolved, numeric
 };
 
-// Pure: true when this agent should try to host the store.
-bool should_host_store(const HostQuestion& question, const LocalIdentity& identity);
+// Whether this agent hosts the store: never; if it wins the bind (an endpoint on this machine
+// that any agent here may host: the others find the port taken and become clients, torchrun's
+// rule); or always (is_host=1, or --local_addr names the endpoint), when a failed bind means
+// another process holds the port, and joining it would hand the job to that process.
+enum class StoreHosting : std::uint8_t { client, if_free, required };
+
+// Pure.
+StoreHosting store_hosting(const HostQuestion& question, const LocalIdentity& identity);
 
 // Whether a numeric address is loopback (127.0.0.0/8 or ::1).
 bool is_loopback_address(const std::string& numeric);

@@ -355,12 +355,12 @@ StoreKvConnection::Parse StoreKvConnection::parse(Entry& entry, Reply& reply,
         violation = "an AUTH_HELLO status byte of " + std::to_string(bytes[0]);
         return Parse::violation;
       }
-      if (size < 1 + store::kAuthNonceBytes) {
+      if (size < store::kAuthChallengeBytes) {
         return Parse::need_more;
       }
-      reply.ready = true;
-      reply.value.assign(reinterpret_cast<const char*>(bytes) + 1, store::kAuthNonceBytes);
-      consumed_ += 1 + store::kAuthNonceBytes;
+      reply.ready = true;  // the store's nonce and proof follow
+      reply.value.assign(reinterpret_cast<const char*>(bytes) + 1, store::kAuthChallengeBytes - 1);
+      consumed_ += store::kAuthChallengeBytes;
       return Parse::complete;
     case ReplyShape::auth_verdict:
       if (size < 1) {

@@ -7,6 +7,7 @@
 
 #include "rendezvous/backends/store_kv_requests.hpp"
 #include "rendezvous/store/job_auth.hpp"
+#include "rendezvous/store/random_bytes.hpp"
 
 namespace ddprun::rendezvous::backends {
 namespace {
@@ -213,12 +214,13 @@ void StoreKvDialer::ask_challenge(const std::shared_ptr<Attempt>& attempt) {
   const auto refusal = [](const Failure& failure) {
     return failure.kind == KvErrorKind::kUnreachable
                ? Failure{KvErrorKind::kRejected,
-                         "the store closed the connection when this agent offered its job "
-                         "secret: it takes none (is it PyTorch's own TCPStore?)"}
+                         "the store " + std::string(store::kStoreClosedAtHello)}
                : failure;
   };
-  auto on_challenge = [this, attempt, refusal,
-                       asked_on = attempt->connection.get()](Outcome& outcome) {
+  std::string nonce = store::random_bytes(store::kAuthNonceBytes);  // fresh per connection
+  std::string hello = store::auth_hello_request(nonce);
+  auto on_challenge = [this, attempt, refusal, asked_on = attempt->connection.get(),
+                       nonce = std::move(nonce)](Outcome& outcome) {
     // A handshake in front of the HELLO that failed has dealt with the connection already.
     if (attempt->abandoned || attempt->connection.get() != asked_on) {
       return;
@@ -228,19 +230,26 @@ void StoreKvDialer::ask_challenge(const std::shared_ptr<Attempt>& attempt) {
       return;
     }
     const auto& reply = std::get<Reply>(outcome);
-    if (reply.ready) {
-      send_proof(*attempt->connection, reply.value);
+    const auto answer = store::answer_store_challenge(
+        settings_.secret, nonce, reply.ready ? store::kAuthChallenge : store::kAuthNotRequired,
+        reply.value);
+    if (answer.refusal) {
+      // Nothing this store says is believed: no request goes to it.
+      attempt->connection->close();
+      finish(attempt, nullptr,
+             Failure{KvErrorKind::kRejected, "the store " + std::string(*answer.refusal)});
+      return;
     }
-    // Not ready: the store has no secret and serves every connection. Ready: the connection
-    // goes to its owner with the proof on its way, so that the owner's first request leaves in
-    // the proof's write; the server weighs the proof before it reads that request.
+    // The connection goes to its owner with the proof on its way, so that the owner's first
+    // request leaves in the proof's write; the server weighs the proof before it reads it.
+    send_proof(*attempt->connection, answer.proof_request);
     finish(attempt, attempt->connection, std::nullopt);
   };
-  attempt->connection->send(store::auth_hello_request(), ReplyShape::auth_challenge, "AUTH_HELLO",
-                            on_challenge);
+  attempt->connection->send(hello, ReplyShape::auth_challenge, "AUTH_HELLO", on_challenge);
 }
 
-void StoreKvDialer::send_proof(StoreKvConnection& connection, const std::string& challenge) const {
+void StoreKvDialer::send_proof(StoreKvConnection& connection,
+                               const std::string& proof_request) const {
   // Runs after the dial finished, for whoever then holds the connection: a refusal fails the
   // requests queued behind the proof (the server closes the connection before serving them).
   auto on_verdict = [weak = connection.weak_from_this()](Outcome& outcome) {
@@ -251,8 +260,7 @@ void StoreKvDialer::send_proof(StoreKvConnection& connection, const std::string&
           Failure{KvErrorKind::kRejected, "the store refused this agent: wrong job secret"});
     }
   };
-  connection.send(store::auth_proof_request(store::auth_proof(settings_.secret, challenge)),
-                  ReplyShape::auth_verdict, "AUTH_PROOF", on_verdict);
+  connection.send(proof_request, ReplyShape::auth_verdict, "AUTH_PROOF", on_verdict);
 }
 
 void StoreKvDialer::on_handshake_failed(const std::shared_ptr<Attempt>& attempt,

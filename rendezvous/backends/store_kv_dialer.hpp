@@ -14,12 +14,14 @@
 // at once instead of allocating or waiting for the bytes. Whichever opening worked is
 // remembered and used for every later connection.
 //
-// Job secret (store/job_auth.hpp), proved without a round trip of its own: AUTH_HELLO leaves
-// in the handshake's write (after the handshake's reply only on the fallback openings, see
-// handshake()), and the connection is handed over as soon as AUTH_PROOF is queued, so the
-// owner's first request leaves in the proof's write. The server weighs the proof before it
-// reads that request and, refusing it, closes the connection without serving it; the REFUSED
-// verdict then fails every request on the connection with kRejected.
+// Job secret (store/job_auth.hpp), proved both ways without a round trip of its own: AUTH_HELLO
+// leaves in the handshake's write (after the handshake's reply only on the fallback openings,
+// see handshake()); the store's proof comes back with its challenge and is checked before
+// anything else is sent (a store that cannot prove the secret fails the dial with kRejected,
+// and nothing is asked of it); the connection is handed over as soon as AUTH_PROOF is queued,
+// so the owner's first request leaves in the proof's write. The server weighs the proof before
+// it reads that request and, refusing it, closes the connection without serving it; the
+// REFUSED verdict then fails every request on the connection with kRejected.
 //
 // Threading: one io_context thread; the dial callback never runs inside dial(). A host name
 // that is not an address literal is resolved synchronously (getaddrinfo), as Asio's
@@ -66,8 +68,9 @@ class StoreKvDialer {
   // kUnreachable when no attempt got through within `budget` (refused, reset, no route);
   // kUnresponsive when the server accepted but did not answer the handshake within the
   // operation timeout; kProtocol when it answered wrongly; kRejected when, holding a job
-  // secret, it cannot take one (PyTorch's own store closes the connection). A wrong secret
-  // comes later, on the connection: its requests fail with kRejected ("wrong job secret").
+  // secret, the store does not prove that it knows it (it takes none, closes at AUTH_HELLO, or
+  // its proof is wrong). The agent's wrong secret comes later, on the connection: its requests
+  // fail with kRejected ("wrong job secret").
   // Attempts go on until the budget is spent, and a handshake in progress may finish up to one
   // operation timeout after that.
   void dial(std::chrono::milliseconds budget, Done done);
@@ -84,10 +87,11 @@ class StoreKvDialer {
 
   void try_connect(const std::shared_ptr<Attempt>& attempt);
   void handshake(const std::shared_ptr<Attempt>& attempt);
-  // Sends AUTH_HELLO; its challenge's handler sends the proof and finishes.
+  // Sends AUTH_HELLO; its challenge's handler checks the store's proof, then sends the
+  // agent's and finishes (or fails the dial when the store did not prove the secret).
   void ask_challenge(const std::shared_ptr<Attempt>& attempt);
   // Sends AUTH_PROOF; a refusal, whenever it comes, fails the connection with kRejected.
-  void send_proof(StoreKvConnection& connection, const std::string& challenge) const;
+  void send_proof(StoreKvConnection& connection, const std::string& proof_request) const;
   void on_handshake_failed(const std::shared_ptr<Attempt>& attempt, const Failure& failure);
   void retry_later(const std::shared_ptr<Attempt>& attempt, const std::string& error);
   void finish(const std::shared_ptr<Attempt>& attempt, std::shared_ptr<StoreKvConnection> done,

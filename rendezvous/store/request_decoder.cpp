@@ -1,6 +1,7 @@
 #include "rendezvous/store/request_decoder.hpp"
 
 #include <array>
+#include <optional>
 #include <string_view>
 
 #include "rendezvous/store/job_auth.hpp"
@@ -39,7 +40,17 @@ class FieldReader {
   }
 
   bool read_key(std::vector<std::string>& keys) {
-    return read_string(keys, limits_.max_key_bytes, "key");
+    const std::size_t start = position_;
+    if (!read_string(keys, limits_.max_key_bytes, "key")) {
+      return false;
+    }
+    if (!first_key_) {
+      // The key's bytes follow its u64 length.
+      const std::size_t offset = start + sizeof(std::uint64_t);
+      first_key_ = std::string_view(reinterpret_cast<const char*>(input_.data() + offset),
+                                    position_ - offset);
+    }
+    return true;
   }
 
   bool read_value(std::vector<std::string>& values) {
@@ -74,6 +85,7 @@ class FieldReader {
   const std::string& error() const { return error_; }
   std::size_t position() const { return position_; }
   std::size_t min_bytes() const { return min_bytes_; }
+  std::optional<std::string_view> first_key() const { return first_key_; }
 
   bool fail(std::string message) {
     error_ = std::move(message);
@@ -107,6 +119,7 @@ class FieldReader {
   std::size_t position_ = 0;
   std::size_t min_bytes_ = 0;
   std::string error_;
+  std::optional<std::string_view> first_key_;  // into input_, once read
 };
 
 // Reads the body of one command; false when bytes are missing or a field is invalid.
@@ -167,7 +180,7 @@ bool read_body(FieldReader& reader, Request& request) {
                            std::to_string(kAuthVersion));
       }
       request.word = version;
-      return true;
+      return reader.read_fixed(request.values, kAuthNonceBytes);  // the agent's nonce
     }
     case Command::auth_proof:
       return reader.read_fixed(request.values, kAuthProofBytes);
@@ -204,6 +217,7 @@ DecodeResult decode_pass(std::span<const std::uint8_t> input, WireGeneration gen
     result.error = std::string(command_name(*command)) + ": " + reader.error();
   } else {
     result.min_bytes = reader.min_bytes();
+    result.first_key = reader.first_key();
   }
   return result;
 }

@@ -10,6 +10,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 
 #include "rendezvous/store/request.hpp"
 #include "rendezvous/store/store_limits.hpp"
@@ -25,6 +26,9 @@ struct DecodeResult {
   std::size_t consumed = 0;   // complete: bytes the request took
   std::size_t min_bytes = 0;  // need_more: the request is at least this long
   std::string error;          // invalid: what was wrong, naming the value and the limit
+  // need_more: the command, and its first key once all of it arrived (a view into the input),
+  // so that a request can be refused before the rest of it (a value) is buffered.
+  std::optional<std::string_view> first_key;
 };
 
 DecodeResult decode_request(std::span<const std::uint8_t> input, WireGeneration generation,

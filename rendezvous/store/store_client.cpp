@@ -8,6 +8,7 @@
 
 #include "rendezvous/store/deadline_socket.hpp"
 #include "rendezvous/store/job_auth.hpp"
+#include "rendezvous/store/random_bytes.hpp"
 #include "rendezvous/store/wire_codec.hpp"
 
 namespace ddprun::rendezvous::store {
@@ -257,24 +258,23 @@ class TcpStoreClient final : public StoreClient {
     if (options_.secret.empty()) {
       return;
     }
+    const std::string nonce = random_bytes(kAuthNonceBytes);
     std::uint8_t status = 0;
+    std::string challenge(kAuthChallengeBytes - 1, '\0');
     try {
-      socket_.send_all(auth_hello_request(), deadline);
+      socket_.send_all(auth_hello_request(nonce), deadline);
       socket_.receive_exact(&status, 1, deadline);
+      if (status == kAuthChallenge) {
+        socket_.receive_exact(challenge.data(), challenge.size(), deadline);
+      }
     } catch (const SocketBroken&) {
-      throw StoreAuthRefused("the store at " + where() +
-                             " closed the connection when offered the job secret: it takes "
-                             "none (is it PyTorch's own TCPStore?)");
+      throw StoreAuthRefused("the store at " + where() + " " + std::string(kStoreClosedAtHello));
     }
-    if (status == kAuthNotRequired) {
-      return;
+    const auto answer = answer_store_challenge(options_.secret, nonce, status, challenge);
+    if (answer.refusal) {
+      throw StoreAuthRefused("the store at " + where() + " " + std::string(*answer.refusal));
     }
-    if (status != kAuthChallenge) {
-      throw SocketBroken("unexpected AUTH_HELLO reply " + std::to_string(status));
-    }
-    std::string nonce(kAuthNonceBytes, '\0');
-    socket_.receive_exact(nonce.data(), nonce.size(), deadline);
-    socket_.send_all(auth_proof_request(auth_proof(options_.secret, nonce)), deadline);
+    socket_.send_all(answer.proof_request, deadline);
     std::uint8_t verdict = kAuthRefused;
     try {
       socket_.receive_exact(&verdict, 1, deadline);

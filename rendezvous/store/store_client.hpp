@@ -38,8 +38,8 @@ class StoreUnresponsive : public StoreError {
   using StoreError::StoreError;
 };
 
-// The store refused the job secret, or cannot take one. Never retried: the same secret would
-// be refused again.
+// The store refused the job secret, or did not prove that it knows it (it takes none, or its
+// proof is wrong). Never retried: the same store would answer the same.
 class StoreAuthRefused : public StoreError {
  public:
   using StoreError::StoreError;
@@ -61,8 +61,8 @@ struct StoreClientOptions {
   // How often an idempotent operation is retried over a fresh connection after the
   // connection broke (each reconnect backs off, bounded by connect_timeout).
   int max_retries = 3;
-  // The job secret; set: each connection proves it knows it (job_auth.hpp) right after the
-  // handshake, and a store that refuses it throws StoreAuthRefused.
+  // The job secret; set: right after the handshake the store proves it knows it, then the
+  // client does (job_auth.hpp); a store that fails either throws StoreAuthRefused.
   std::string secret;
 };
 

@@ -1,14 +1,11 @@
 #include "rendezvous/store/store_connection.hpp"
 
-#include <sys/random.h>
-
 #include <algorithm>
-#include <cerrno>
-#include <random>
 #include <utility>
 
 #include "rendezvous/store/job_auth.hpp"
 #include "rendezvous/store/memory_budget.hpp"
+#include "rendezvous/store/random_bytes.hpp"
 #include "rendezvous/store/request_decoder.hpp"
 #include "rendezvous/store/store_limits.hpp"
 
@@ -33,29 +30,6 @@ std::string describe_peer(const boost::asio::ip::tcp::socket& socket) {
   return host + ":" + std::to_string(endpoint.port());
 }
 
-// The challenge: 32 bytes from the kernel's generator. getrandom() blocks only before the
-// pool is initialized at boot, long before a job runs.
-std::string random_nonce() {
-  std::string nonce(kAuthNonceBytes, '\0');
-  std::size_t filled = 0;
-  while (filled < nonce.size()) {
-    const ssize_t got = ::getrandom(nonce.data() + filled, nonce.size() - filled, 0);
-    if (got < 0 && errno == EINTR) {
-      continue;
-    }
-    if (got < 0) {
-      // No getrandom() (a kernel before 3.17): the C++ library's source is the kernel's too.
-      std::random_device device;
-      for (; filled < nonce.size(); ++filled) {
-        nonce[filled] = static_cast<char>(device() & 0xffU);
-      }
-      break;
-    }
-    filled += static_cast<std::size_t>(got);
-  }
-  return nonce;
-}
-
 }  // namespace
 
 StoreConnection::StoreConnection(boost::asio::ip::tcp::socket socket, ConnectionId id,
@@ -67,7 +41,7 @@ StoreConnection::StoreConnection(boost::asio::ip::tcp::socket socket, Connection
       gate_(hub.secret()) {}
 
 StoreConnection::~StoreConnection() {
-  hub_.budget().release(input_charged_ + output_charged_);
+  budget().release(input_charged_ + output_charged_);
 }
 
 void StoreConnection::start() {
@@ -139,7 +113,7 @@ bool StoreConnection::consume(std::span<const std::uint8_t> bytes) {
     keep_unprocessed(bytes.subspan(*used));
     return !closed_;
   }
-  if (!hub_.budget().try_reserve(bytes.size())) {
+  if (!budget().try_reserve(bytes.size())) {
     close("buffered request bytes exceed the memory budget");
     return false;
   }
@@ -158,7 +132,7 @@ bool StoreConnection::consume(std::span<const std::uint8_t> bytes) {
 
 void StoreConnection::keep_unprocessed(std::span<const std::uint8_t> rest) {
   if (!rest.empty()) {
-    if (!hub_.budget().try_reserve(rest.size())) {
+    if (!budget().try_reserve(rest.size())) {
       close("buffered request bytes exceed the memory budget");
       return;
     }
@@ -168,7 +142,7 @@ void StoreConnection::keep_unprocessed(std::span<const std::uint8_t> rest) {
   }
   // input_ now holds exactly the unprocessed bytes; hand back what is no longer buffered.
   if (input_charged_ > input_.size()) {
-    hub_.budget().release(input_charged_ - input_.size());
+    budget().release(input_charged_ - input_.size());
     input_charged_ = input_.size();
   }
   if (input_.empty()) {
@@ -190,6 +164,11 @@ std::optional<std::size_t> StoreConnection::process(std::span<const std::uint8_t
     }
     auto result = decode_request(rest, *generation_, hub_.limits());
     if (result.status == DecodeStatus::need_more) {
+      // A refused request is refused before its value is buffered.
+      if (const auto refusal = gate_.refusal(result.request.command, result.first_key)) {
+        close(*refusal);
+        return std::nullopt;
+      }
       input_needed_ = result.min_bytes;
       return offset;
     }
@@ -226,6 +205,9 @@ std::optional<std::size_t> StoreConnection::process(std::span<const std::uint8_t
       close(*refusal);
       return std::nullopt;
     }
+    if (!opened_ && result.request.command != Command::ping && !leave_opening()) {
+      return std::nullopt;
+    }
     result.request.hide_agent_keys = !gate_.sees_agent_keys();
     if (const auto error = hub_.dispatch(id_, result.request)) {
       close(*error);
@@ -239,8 +221,12 @@ std::optional<std::size_t> StoreConnection::process(std::span<const std::uint8_t
 }
 
 bool StoreConnection::answer_auth(const Request& request) {
+  const bool was_trusted = trusted();
   const bool challenge = request.command == Command::auth_hello && gate_.requires_secret();
-  auto answer = gate_.answer(request, challenge ? random_nonce() : std::string());
+  auto answer = gate_.answer(request, challenge ? random_bytes(kAuthNonceBytes) : std::string());
+  if (!was_trusted && trusted() && !become_trusted()) {
+    return false;
+  }
   if (!answer.reply.empty()) {
     queue_output(answer.reply);
   }
@@ -252,11 +238,38 @@ bool StoreConnection::answer_auth(const Request& request) {
   return !closed_;
 }
 
+bool StoreConnection::leave_opening() {
+  opened_ = true;
+  if (trusted()) {
+    return true;
+  }
+  if (!hub_.admit_guest(id_)) {
+    close("the limit of " + std::to_string(hub_.limits().max_guest_connections) +
+          " connections without the job secret is reached");
+    return false;
+  }
+  return true;
+}
+
+bool StoreConnection::become_trusted() {
+  const std::size_t held = input_charged_ + output_charged_;
+  hub_.budget(false).release(held);
+  opened_ = true;
+  hub_.admit_agent(id_);
+  if (!hub_.budget(true).try_reserve(held)) {
+    input_charged_ = 0;
+    output_charged_ = 0;
+    close("buffered bytes exceed the memory budget");
+    return false;
+  }
+  return true;
+}
+
 void StoreConnection::queue_output(std::string_view bytes) {
   if (closed_) {
     return;
   }
-  if (!hub_.budget().try_reserve(bytes.size())) {
+  if (!budget().try_reserve(bytes.size())) {
     close("unread replies exceed the memory budget");
     return;
   }
@@ -281,7 +294,7 @@ void StoreConnection::flush() {
     return;
   }
   if (!error) {
-    hub_.budget().release(sent);
+    budget().release(sent);
     output_charged_ -= sent;
     pending_output_.erase(0, sent);
   }
@@ -298,7 +311,7 @@ void StoreConnection::start_async_write() {
       socket_, boost::asio::buffer(writing_),
       [self = shared_from_this()](const boost::system::error_code& error, std::size_t) {
         self->write_in_flight_ = false;
-        self->hub_.budget().release(self->writing_.size());
+        self->budget().release(self->writing_.size());
         self->output_charged_ -= self->writing_.size();
         self->writing_.clear();
         self->writing_.shrink_to_fit();
@@ -326,7 +339,7 @@ void StoreConnection::close(const std::string& violation) {
   }
   boost::system::error_code ignored;
   socket_.close(ignored);
-  hub_.budget().release(input_charged_);
+  budget().release(input_charged_);
   input_charged_ = 0;
   input_.clear();
   input_.shrink_to_fit();

@@ -30,7 +30,14 @@ class ConnectionHub {
   virtual std::optional<std::string> dispatch(ConnectionId from, Request& request) = 0;
   virtual void connection_closed(ConnectionId id) = 0;
   virtual void log_violation(const std::string& peer, const std::string& reason) = 0;
-  virtual MemoryBudget& budget() = 0;
+  // What a connection's buffers are charged to: the agents' budget once it proved the job
+  // secret (or when there is none), else the budget of everyone else.
+  virtual MemoryBudget& budget(bool trusted) = 0;
+  // With a job secret, a connection leaves its opening (store_server.hpp) either way:
+  // it made a request without the proof (false: no room for another such client, it closes),
+  // or it proved the secret.
+  virtual bool admit_guest(ConnectionId id) = 0;
+  virtual void admit_agent(ConnectionId id) = 0;
   virtual const StoreLimits& limits() const = 0;
   virtual WireGeneration legacy_generation() const = 0;
   // The job secret; empty: none, every connection may touch every key.
@@ -52,6 +59,8 @@ class StoreConnection : public std::enable_shared_from_this<StoreConnection> {
   void flush();
   // Closes without telling the hub (used when the server shuts down).
   void abandon();
+  // Closes, telling the hub, for a reason the server found (a deadline, a limit).
+  void expel(const std::string& reason) { close(reason); }
 
  private:
   void arm_read();
@@ -64,6 +73,13 @@ class StoreConnection : public std::enable_shared_from_this<StoreConnection> {
   void keep_unprocessed(std::span<const std::uint8_t> rest);
   // AUTH_HELLO and AUTH_PROOF (job_auth.hpp); false when that closed the connection.
   bool answer_auth(const Request& request);
+  // A request other than the opening's (VALIDATE, PING, AUTH_*) on a connection without the
+  // proof: it becomes a guest, if the hub has room; false when that closed the connection.
+  bool leave_opening();
+  // Moves what this connection holds to the agents' budget once it proved the secret.
+  bool become_trusted();
+  bool trusted() const { return gate_.authenticated() || !gate_.requires_secret(); }
+  MemoryBudget& budget() { return hub_.budget(trusted()); }
   void start_async_write();
   bool output_backlogged() const;
   void close(const std::string& violation);
@@ -81,6 +97,7 @@ class StoreConnection : public std::enable_shared_from_this<StoreConnection> {
   std::string peer_;
   std::optional<WireGeneration> generation_;  // known once the first bytes arrived
   bool validated_ = false;                    // G2 only: VALIDATE was received
+  bool opened_ = false;                       // made a request beyond the opening's
   AuthGate gate_;                             // the job secret: challenge, proof, refusals
   std::vector<std::uint8_t> input_;           // bytes of a request still arriving
   std::size_t input_needed_ = 0;              // do not decode again before this many

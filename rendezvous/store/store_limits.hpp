@@ -14,6 +14,16 @@ struct StoreLimits {
   // registrations, and bytes buffered in and out of connections.
   std::size_t max_total_bytes = std::size_t{4} * 1024 * 1024 * 1024;  // memory budget
   std::size_t max_connections = 65536;
+
+  // With a job secret only: what connections that did not prove it get, apart from the
+  // agents', so that strangers cannot starve the agents (store_server.hpp).
+  // Their buffers and every key outside the agents' (ddprun/) are charged to this budget.
+  std::size_t max_open_bytes = std::size_t{256} * 1024 * 1024;
+  // Clients without the secret that made a request (PyTorch's); one more is closed.
+  std::size_t max_guest_connections = 16384;
+  // Connections that have neither made a request nor proved the secret yet; a new one closes
+  // the oldest of them.
+  std::size_t max_opening_connections = 1024;
 };
 
 }  // namespace ddprun::rendezvous::store

@@ -3,13 +3,20 @@
 
 #include "rendezvous/store/store_server.hpp"
 
+#include <sys/resource.h>
+
+#include <algorithm>
 #include <array>
 #include <atomic>
+#include <chrono>
+#include <map>
 #include <future>
 #include <memory>
 #include <stdexcept>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
+#include <vector>
 
 #include "rendezvous/store/asio.hpp"
 #include "rendezvous/store/memory_budget.hpp"
@@ -28,6 +35,24 @@ constexpr std::size_t kReadBufferBytes = 64 * 1024;
 constexpr int kListenBacklog = 65535;
 // After accept() fails (e.g. out of descriptors), wait this long before accepting again.
 constexpr auto kAcceptRetryDelay = std::chrono::milliseconds(50);
+// With a job secret: a connection that has neither proved it nor made a request by then is
+// closed (an agent proves it in one round trip, PyTorch's clients ask at once), checked this
+// often.
+constexpr auto kOpeningTimeout = std::chrono::seconds(5);
+constexpr auto kOpeningSweep = std::chrono::seconds(1);
+// Lines about closed connections per second; a flood of them is summed up instead.
+constexpr std::size_t kViolationLinesPerSecond = 10;
+
+// The connections without the secret may hold at most these shares of the descriptors (and of
+// --max-connections), so that the agents' always find one.
+std::size_t capped(std::size_t wanted, std::size_t max_connections, std::size_t divisor) {
+  rlimit limit{};
+  std::size_t descriptors = max_connections;
+  if (::getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
+    descriptors = std::min<std::size_t>(descriptors, limit.rlim_cur);
+  }
+  return std::max<std::size_t>(1, std::min(wanted, descriptors / divisor));
+}
 
 tcp::endpoint listen_endpoint(const std::string& host, std::uint16_t port) {
   if (host.empty() || host == "0.0.0.0" || host == "*") {
@@ -56,12 +81,17 @@ class StoreServerImpl final : public StoreServer, public ConnectionHub {
   explicit StoreServerImpl(const StoreServerOptions& options)
       : options_(options),
         budget_(options.limits.max_total_bytes),
-        state_(budget_),
+        open_budget_(options.limits.max_open_bytes),
+        state_(budget_, options.secret.empty() ? budget_ : open_budget_),
+        opening_cap_(capped(options.limits.max_opening_connections,
+                            options.limits.max_connections, 8)),
+        guest_cap_(capped(options.limits.max_guest_connections, options.limits.max_connections, 2)),
         // One thread runs every handler, so the reactor's per-descriptor locks are dead
         // weight; the scheduler keeps its lock, which stop()'s post from outside needs.
         io_(std::make_unique<asio::io_context>(BOOST_ASIO_CONCURRENCY_HINT_UNSAFE_IO)),
         acceptor_(*io_),
         retry_timer_(*io_),
+        sweep_timer_(*io_),
         // Not zero-filled: only the bytes reads bring in become resident.
         read_buffer_(std::make_unique_for_overwrite<std::uint8_t[]>(kReadBufferBytes)) {
     const auto endpoint = listen_endpoint(options.host, options.port);
@@ -85,6 +115,9 @@ class StoreServerImpl final : public StoreServer, public ConnectionHub {
     }
     port_ = acceptor_.local_endpoint().port();
     accept_next();
+    if (!options_.secret.empty()) {
+      sweep_openings();
+    }
     loop_ = std::thread([this] { io_->run(); });
   }
 
@@ -107,6 +140,7 @@ class StoreServerImpl final : public StoreServer, public ConnectionHub {
         boost::system::error_code ignored;
         acceptor_.close(ignored);
         retry_timer_.cancel();
+        sweep_timer_.cancel();
         for (auto& [id, connection] : connections_) {
           connection->abandon();
         }
@@ -155,9 +189,20 @@ class StoreServerImpl final : public StoreServer, public ConnectionHub {
       socket.close(ignored);
       return;
     }
+    if (!options_.secret.empty() && opening_.size() >= opening_cap_) {
+      // The oldest opening goes: an agent proves the secret within a round trip, so a flood
+      // of connections that do nothing pushes out only its own.
+      expel(opening_.begin()->first, "closed for a newer connection: " +
+                                         std::to_string(opening_cap_) +
+                                         " connections have neither proved the job secret "
+                                         "nor made a request");
+    }
     const ConnectionId id = next_connection_++;
     auto connection = std::make_shared<StoreConnection>(std::move(socket), id, *this);
     connections_.emplace(id, connection);
+    if (!options_.secret.empty()) {
+      opening_.emplace(id, Clock::now() + kOpeningTimeout);
+    }
     connection_count_.store(connections_.size());
     connection->start();
   }
@@ -177,34 +222,116 @@ class StoreServerImpl final : public StoreServer, public ConnectionHub {
         target->flush();
       }
     }
-    memory_used_.store(budget_.used());
+    memory_used_.store(total_used());
     return error;
+  }
+
+  // Connections that have not left their opening by their deadline are closed; ids grow with
+  // time, so the expired ones are at the front.
+  void sweep_openings() {
+    std::vector<ConnectionId> expired;
+    const auto now = Clock::now();
+    for (const auto& [id, deadline] : opening_) {
+      if (deadline > now) {
+        break;
+      }
+      expired.push_back(id);
+    }
+    for (const ConnectionId id : expired) {
+      expel(id, "neither proved the job secret nor made a request within " +
+                    std::to_string(kOpeningTimeout.count()) + " s");
+    }
+    sweep_timer_.expires_after(kOpeningSweep);
+    sweep_timer_.async_wait([this](const boost::system::error_code& error) {
+      if (!error) {
+        sweep_openings();
+      }
+    });
+  }
+
+  void expel(ConnectionId id, const std::string& reason) {
+    const auto found = connections_.find(id);
+    if (found == connections_.end()) {
+      opening_.erase(id);
+      return;
+    }
+    const auto connection = found->second;  // alive while it closes
+    connection->expel(reason);
+  }
+
+  bool admit_guest(ConnectionId id) override {
+    opening_.erase(id);
+    if (guests_.size() >= guest_cap_) {
+      return false;
+    }
+    guests_.insert(id);
+    return true;
+  }
+
+  void admit_agent(ConnectionId id) override {
+    opening_.erase(id);
+    guests_.erase(id);
   }
 
   void connection_closed(ConnectionId id) override {
     state_.disconnect(id);
+    opening_.erase(id);
+    guests_.erase(id);
     connections_.erase(id);
     connection_count_.store(connections_.size());
-    memory_used_.store(budget_.used());
+    memory_used_.store(total_used());
   }
 
   void log_violation(const std::string& peer, const std::string& reason) override {
+    const auto now = Clock::now();
+    if (now - violation_window_ >= std::chrono::seconds(1)) {
+      if (violations_unlisted_ > 0) {
+        store_log(options_.log_level, StoreLogLevel::warning,
+                  "closed " + std::to_string(violations_unlisted_) +
+                      " more connections in one second (not listed)");
+      }
+      violation_window_ = now;
+      violations_listed_ = 0;
+      violations_unlisted_ = 0;
+    }
+    if (violations_listed_ >= kViolationLinesPerSecond) {
+      ++violations_unlisted_;
+      return;
+    }
+    ++violations_listed_;
     store_log(options_.log_level, StoreLogLevel::warning,
               "closing connection from " + peer + ": " + reason);
   }
 
-  MemoryBudget& budget() override { return budget_; }
+  std::size_t total_used() const {
+    return budget_.used() + (options_.secret.empty() ? 0 : open_budget_.used());
+  }
+
+  MemoryBudget& budget(bool trusted) override { return trusted ? budget_ : open_budget_; }
   const StoreLimits& limits() const override { return options_.limits; }
   WireGeneration legacy_generation() const override { return options_.legacy_generation; }
   std::string_view secret() const override { return options_.secret; }
   std::span<std::uint8_t> read_buffer() override { return {read_buffer_.get(), kReadBufferBytes}; }
 
   StoreServerOptions options_;
-  MemoryBudget budget_;
+  using Clock = std::chrono::steady_clock;
+
+  MemoryBudget budget_;       // the agents' (everything, without a job secret)
+  MemoryBudget open_budget_;  // with a job secret: what any other client holds
   StoreState state_;
+  std::size_t opening_cap_;
+  std::size_t guest_cap_;
+  // With a job secret: connections still in their opening, by id (oldest first), with their
+  // deadline; and those that made requests without the proof.
+  std::map<ConnectionId, Clock::time_point> opening_;
+  std::unordered_set<ConnectionId> guests_;
+  Clock::time_point violation_window_;
+  std::size_t violations_listed_ = 0;
+  std::size_t violations_unlisted_ = 0;
   std::unique_ptr<asio::io_context> io_;
   tcp::acceptor acceptor_;
   asio::steady_timer retry_timer_;
+  asio::steady_timer sweep_timer_;
   std::unique_ptr<std::uint8_t[]> read_buffer_;
   std::vector<OutgoingMessage> outgoing_;  // reused by dispatch()
   std::unordered_map<ConnectionId, std::shared_ptr<StoreConnection>> connections_;

@@ -24,6 +24,13 @@ struct StoreServerOptions {
   // The job secret (job_auth.hpp). Set: the agents' keys (under "ddprun/") are served only to
   // connections that proved they know it; PyTorch's clients (their keys are never there) need
   // nothing. Empty: every connection is served, as PyTorch's store does.
+  // With a secret, strangers cannot starve the agents: a connection must prove the secret or
+  // make a request within 5 s of connecting (an agent that asked for a challenge may send only
+  // PING and its proof until then); connections that have done neither are capped (a new one
+  // closes the oldest), so are clients without the proof, and those share a budget of their
+  // own (limits.max_open_bytes) for their buffers and every key outside the agents'. The caps
+  // are at most an eighth (opening) and a half (clients without the proof) of the descriptor
+  // limit and of max_connections.
   std::string secret;
 };
 

@@ -89,21 +89,25 @@ std::optional<std::int64_t> parse_counter(const std::string& text) {
 StoreState::~StoreState() {
   // Give back everything this state charged, so an embedding server's budget balances.
   for (const auto& [key, value] : values_) {
-    budget_.release(entry_cost(key, value));
+    budget_for(key).release(entry_cost(key, value));
   }
   for (const auto& [name, items] : queues_) {
     for (const auto& item : items) {
-      budget_.release(entry_cost(name, item));
+      budget_for(name).release(entry_cost(name, item));
     }
   }
   for (const auto& [id, wait] : waits_) {
-    budget_.release(wait.reserved_bytes);
+    wait.charged->release(wait.reserved_bytes);
   }
   for (const auto& [connection, keys] : watched_by_) {
     for (const auto& key : keys) {
-      budget_.release(key.size() + kRegistrationOverhead);
+      budget_for(key).release(key.size() + kRegistrationOverhead);
     }
   }
+}
+
+MemoryBudget& StoreState::budget_for(std::string_view key) const {
+  return is_agent_key(key) ? agents_budget_ : open_budget_;
 }
 
 bool StoreState::exists(const std::string& key) const {
@@ -119,11 +123,12 @@ bool StoreState::store_value(const std::string& key, std::string value,
   const auto found = values_.find(key);
   const std::size_t new_cost = entry_cost(key, value);
   const std::size_t old_cost = found == values_.end() ? 0 : entry_cost(key, found->second);
-  if (new_cost > old_cost && !budget_.try_reserve(new_cost - old_cost)) {
+  MemoryBudget& budget = budget_for(key);
+  if (new_cost > old_cost && !budget.try_reserve(new_cost - old_cost)) {
     return false;
   }
   if (old_cost > new_cost) {
-    budget_.release(old_cost - new_cost);
+    budget.release(old_cost - new_cost);
   }
   if (found == values_.end()) {
     if (watchers_.contains(key)) {
@@ -174,7 +179,7 @@ void StoreState::finish_wait(WaitId id) {
   if (found == waits_.end()) {
     return;
   }
-  budget_.release(found->second.reserved_bytes);
+  found->second.charged->release(found->second.reserved_bytes);
   remove_from_list(waits_of_, found->second.connection, id);
   waits_.erase(found);
 }
@@ -195,7 +200,8 @@ std::optional<std::string> StoreState::register_wait(ConnectionId from,
     out.push_back({from, one_byte(kStopWaiting)});
     return std::nullopt;
   }
-  if (!budget_.try_reserve(wait.reserved_bytes)) {
+  wait.charged = &budget_for(wait.keys.front());
+  if (!wait.charged->try_reserve(wait.reserved_bytes)) {
     return "memory budget exhausted by a WAIT on " + std::to_string(keys.size()) + " keys";
   }
   const WaitId id = next_wait_++;
@@ -216,7 +222,7 @@ void StoreState::cancel_waits(ConnectionId connection) {
     for (const auto& key : found->second.keys) {
       remove_from_list(waiters_, key, id);
     }
-    budget_.release(found->second.reserved_bytes);
+    found->second.charged->release(found->second.reserved_bytes);
     waits_.erase(found);
   }
 }
@@ -245,7 +251,7 @@ void StoreState::disconnect(ConnectionId connection) {
     return;
   }
   for (const auto& key : watched->second) {
-    budget_.release(key.size() + kRegistrationOverhead);
+    budget_for(key).release(key.size() + kRegistrationOverhead);
     const auto list = watchers_.find(key);
     if (list != watchers_.end()) {
       std::erase(list->second, connection);
@@ -328,7 +334,8 @@ std::optional<std::string> StoreState::handle_barrier(ConnectionId from, Request
   wait.missing = 1;
   wait.keys.push_back(key);
   wait.reserved_bytes = key.size() + kRegistrationOverhead;
-  if (!budget_.try_reserve(wait.reserved_bytes)) {
+  wait.charged = &budget_for(key);
+  if (!wait.charged->try_reserve(wait.reserved_bytes)) {
     return "memory budget exhausted by BARRIER";
   }
   const WaitId id = next_wait_++;
@@ -341,7 +348,7 @@ std::optional<std::string> StoreState::handle_barrier(ConnectionId from, Request
 std::optional<std::string> StoreState::handle_queue_push(Request& request,
                                                          std::vector<OutgoingMessage>& out) {
   const std::string& name = request.keys[0];
-  if (!budget_.try_reserve(entry_cost(name, request.values[0]))) {
+  if (!budget_for(name).try_reserve(entry_cost(name, request.values[0]))) {
     return "memory budget exhausted by QUEUE_PUSH to '" + printable_key(name) + "'";
   }
   queues_[name].push_back(std::move(request.values[0]));
@@ -359,7 +366,7 @@ std::optional<std::string> StoreState::handle_queue_pop(ConnectionId from, Reque
   }
   std::string reply = encoded_i64(static_cast<std::int64_t>(found->second.size()));
   wire::append_bytes(reply, found->second.front());
-  budget_.release(entry_cost(name, found->second.front()));
+  budget_for(name).release(entry_cost(name, found->second.front()));
   found->second.pop_front();
   if (found->second.empty()) {
     queues_.erase(found);
@@ -403,7 +410,7 @@ std::optional<std::string> StoreState::handle(ConnectionId from, Request& reques
       return std::nullopt;
     case Command::watch_key: {
       const std::string& key = request.keys[0];
-      if (!budget_.try_reserve(key.size() + kRegistrationOverhead)) {
+      if (!budget_for(key).try_reserve(key.size() + kRegistrationOverhead)) {
         return "memory budget exhausted by WATCH_KEY";
       }
       watchers_[key].push_back(from);
@@ -419,7 +426,7 @@ std::optional<std::string> StoreState::handle(ConnectionId from, Request& reques
         if (watchers_.contains(key)) {
           notify_watchers(kWatchKeyDeleted, key, found->second, std::string(), out);
         }
-        budget_.release(entry_cost(key, found->second));
+        budget_for(key).release(entry_cost(key, found->second));
         values_.erase(found);
         removed = 1;
       }
@@ -447,12 +454,19 @@ std::optional<std::string> StoreState::handle(ConnectionId from, Request& reques
       return std::nullopt;
     }
     case Command::multi_set: {
-      // Check the whole request against the budget first, so it applies all or nothing.
-      std::size_t growth = 0;
+      // Check the whole request against the budgets first, so it applies all or nothing.
+      std::size_t agents_growth = 0;
+      std::size_t open_growth = 0;
       for (std::size_t i = 0; i < request.keys.size(); ++i) {
-        growth += entry_cost(request.keys[i], request.values[i]);
+        (is_agent_key(request.keys[i]) ? agents_growth : open_growth) +=
+            entry_cost(request.keys[i], request.values[i]);
       }
-      if (growth > budget_.limit() - budget_.used()) {
+      const auto fits = [](const MemoryBudget& budget, std::size_t growth) {
+        return growth <= budget.limit() - budget.used();
+      };
+      const bool shared = &agents_budget_ == &open_budget_;
+      if (shared ? !fits(agents_budget_, agents_growth + open_growth)
+                 : !fits(agents_budget_, agents_growth) || !fits(open_budget_, open_growth)) {
         return "memory budget exhausted by MULTI_SET of " + std::to_string(request.keys.size()) +
                " keys";
       }

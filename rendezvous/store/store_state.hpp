@@ -31,7 +31,12 @@ struct OutgoingMessage {
 
 class StoreState {
  public:
-  explicit StoreState(MemoryBudget& budget) : budget_(budget) {}
+  // One budget for everything (a store without a job secret).
+  explicit StoreState(MemoryBudget& budget) : StoreState(budget, budget) {}
+  // With a job secret: the agents' keys (job_auth.hpp) are charged to `agents`, every other key
+  // (which any client may write) to `open`, so that strangers cannot fill the agents' budget.
+  StoreState(MemoryBudget& agents, MemoryBudget& open)
+      : agents_budget_(agents), open_budget_(open) {}
   StoreState(const StoreState&) = delete;
   StoreState& operator=(const StoreState&) = delete;
   ~StoreState();
@@ -57,8 +62,11 @@ class StoreState {
     ConnectionId connection = 0;
     std::size_t missing = 0;         // registrations still to be satisfied
     std::vector<std::string> keys;   // every key registered, for cancel/disconnect
-    std::size_t reserved_bytes = 0;  // charged to the budget
+    std::size_t reserved_bytes = 0;  // charged to `charged`
+    MemoryBudget* charged = nullptr;
   };
+
+  MemoryBudget& budget_for(std::string_view key) const;
 
   bool exists(const std::string& key) const;
   // Stores a value, charging the budget; false when it does not fit.
@@ -90,7 +98,8 @@ class StoreState {
   std::optional<std::string> handle_queue_pop(ConnectionId from, Request& request,
                                               std::vector<OutgoingMessage>& out);
 
-  MemoryBudget& budget_;
+  MemoryBudget& agents_budget_;
+  MemoryBudget& open_budget_;
   std::unordered_map<std::string, std::string> values_;              // key -> value
   std::unordered_map<std::string, std::deque<std::string>> queues_;  // name -> FIFO items
   // key -> waits registered on it, one entry per registration (a key listed twice in a

@@ -5,3 +5,11 @@ ddprun_add_test(NAME agent_job_secret_test
   LABELS integration TIMEOUT 240)
 target_include_directories(agent_job_secret_test PRIVATE ${PROJECT_SOURCE_DIR})
 add_dependencies(agent_job_secret_test ddprun)
+
+# The agents check the store: squatters on the endpoint's port, and a flood of strangers.
+ddprun_add_test(NAME agent_store_squatters_test
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/store_squatters_e2e_test.cpp
+  LIBS ddprun_store
+  LABELS integration TIMEOUT 400)
+target_include_directories(agent_store_squatters_test PRIVATE ${PROJECT_SOURCE_DIR})
+add_dependencies(agent_store_squatters_test ddprun ddprun-store)

@@ -250,7 +250,7 @@ TEST_CASE("c10d: a failure after another node finished fails the job; nobody han
 }
 
 TEST_CASE(
-    "c10d: the endpoint's agent hosts the store and leaves last; a forced host that "
+    "c10d: the endpoint's agent hosts the store and leaves last; a required host that "
     "cannot bind fails") {
   const uint16_t port = free_port("127.0.0.1");
   Cluster cluster;
@@ -264,19 +264,28 @@ TEST_CASE(
   CHECK(host.finish()->exit_status == 0);
   CHECK(other.finish()->exit_status == 0);
 
-  // The port is taken by a store already: a heuristic host becomes a client, a forced one
-  // fails naming the address.
+  // The port is taken by a store already: an agent of the machine that may host (the endpoint
+  // is on its machine, not its own address) becomes a client; one that must host (is_host=1,
+  // or --local_addr is the endpoint) fails naming the address and why it had to host.
   ExternalStore taken;
   Cluster second;
-  auto heuristic = c10d_node(taken.port(), "127.0.0.1", 1, 1, quick_conf());
+  auto heuristic = c10d_node(taken.port(), "127.0.0.3", 1, 1, quick_conf());
   CHECK_FALSE(second.add(heuristic).hosts_store());
-  auto forced = c10d_node(taken.port(), "127.0.0.1", 1, 1, quick_conf({{"is_host", "1"}}));
-  try {
-    HeadlessAgent failing(second.io, forced);
-    FAIL("a forced host bound a taken port");
-  } catch (const std::exception& error) {
-    CHECK(std::string(error.what()).find("is_host=1") != std::string::npos);
-  }
+  const auto must_host = [&](const RendezvousConfig& config, const std::string& why) {
+    try {
+      HeadlessAgent failing(second.io, config);
+      FAIL("a required host bound a taken port");
+    } catch (const std::exception& error) {
+      const std::string message = error.what();
+      CHECK(message.find(why) != std::string::npos);
+      CHECK(message.find("127.0.0.1:" + std::to_string(taken.port())) != std::string::npos);
+      CHECK(message.find("Another process holds the port") != std::string::npos);
+    }
+  };
+  must_host(c10d_node(taken.port(), "127.0.0.3", 1, 1, quick_conf({{"is_host", "1"}})),
+            "is_host=1");
+  must_host(c10d_node(taken.port(), "127.0.0.1", 1, 1, quick_conf()),
+            "--local_addr names the endpoint");
 }
 
 TEST_CASE("c10d: agents of one machine share a loopback endpoint: one binds, the others join") {

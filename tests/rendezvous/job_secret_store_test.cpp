@@ -62,6 +62,19 @@ std::string ping_request(uint32_t nonce) {
 }
 
 const std::string kValidate = hex("00 ce f7 85 3c");
+// The agent's nonce in the handshakes made by hand below.
+const std::string kAgentNonce(kAuthNonceBytes, '\x6e');
+const std::string kHello = auth_hello_request(kAgentNonce);
+
+// The AUTH_PROOF an agent that knows the secret sends for the store's challenge (status, store
+// nonce, store proof), after checking the store's proof.
+std::string proof_for(const std::string& challenge) {
+  const auto answer = answer_store_challenge(kSecret, kAgentNonce,
+                                             static_cast<std::uint8_t>(challenge.at(0)),
+                                             challenge.substr(1));
+  REQUIRE_FALSE(answer.refusal);
+  return answer.proof_request;
+}
 const std::string kAccepted(1, static_cast<char>(kAuthAccepted));
 const std::string kRefused(1, static_cast<char>(kAuthRefused));
 
@@ -83,7 +96,9 @@ TEST_CASE("a wrong secret is refused at once, and never retried", "[job_secret]"
     client(server->port(), "not-the-secret");
     FAIL("a wrong secret was accepted");
   } catch (const StoreAuthRefused& refused) {
-    CHECK(std::string(refused.what()).find("wrong job secret") != std::string::npos);
+    // The client cannot tell a store with another secret from an impostor: it names both.
+    CHECK(std::string(refused.what()).find("its proof of it is wrong") != std::string::npos);
+    CHECK(std::string(refused.what()).find("or the secrets differ") != std::string::npos);
     CHECK(std::string(refused.what()).find("127.0.0.1:" + std::to_string(server->port())) !=
           std::string::npos);
   }
@@ -128,12 +143,12 @@ TEST_CASE("the handshake by hand: split, truncated, replayed, malformed", "[job_
 
   SECTION("sent one byte at a time, the handshake still works") {
     RawConnection raw(server->port());
-    for (const char byte : kValidate + auth_hello_request()) {
+    for (const char byte : kValidate + kHello) {
       raw.send(std::string(1, byte));
     }
-    const std::string challenge = raw.receive(1 + kAuthNonceBytes);
+    const std::string challenge = raw.receive(kAuthChallengeBytes);
     REQUIRE(challenge[0] == static_cast<char>(kAuthChallenge));
-    const std::string proof = auth_proof_request(auth_proof(kSecret, challenge.substr(1)));
+    const std::string proof = proof_for(challenge);
     for (const char byte : proof) {
       raw.send(std::string(1, byte));
     }
@@ -143,16 +158,16 @@ TEST_CASE("the handshake by hand: split, truncated, replayed, malformed", "[job_
   }
   SECTION("a proof cut short and abandoned stalls nobody") {
     RawConnection raw(server->port());
-    raw.send(kValidate + auth_hello_request());
-    raw.receive(1 + kAuthNonceBytes);
+    raw.send(kValidate + kHello);
+    raw.receive(kAuthChallengeBytes);
     raw.send(auth_proof_request(std::string(kAuthProofBytes, 'x')).substr(0, 10));
     CHECK(raw.silent_for(200ms));
     CHECK(agent->add("ddprun/rdzv/job/alive", 1) == 1);
   }
   SECTION("a wrong proof gets REFUSED, then the connection closes") {
     RawConnection raw(server->port());
-    raw.send(kValidate + auth_hello_request());
-    raw.receive(1 + kAuthNonceBytes);
+    raw.send(kValidate + kHello);
+    raw.receive(kAuthChallengeBytes);
     raw.send(auth_proof_request(std::string(kAuthProofBytes, 'x')));
     CHECK(raw.receive(1) == std::string(1, static_cast<char>(kAuthRefused)));
     CHECK(raw.closed_within(5000ms));
@@ -161,19 +176,19 @@ TEST_CASE("the handshake by hand: split, truncated, replayed, malformed", "[job_
   // answered in full, with no round trip for the secret alone.
   SECTION("pipelined: HELLO in the handshake's write, the first request in the proof's") {
     RawConnection raw(server->port());
-    raw.send(kValidate + ping_request(0x00ABCDEF) + auth_hello_request());
+    raw.send(kValidate + ping_request(0x00ABCDEF) + kHello);
     CHECK(raw.receive(4) == hex("ef cd ab 00"));
-    const std::string challenge = raw.receive(1 + kAuthNonceBytes);
+    const std::string challenge = raw.receive(kAuthChallengeBytes);
     REQUIRE(challenge[0] == static_cast<char>(kAuthChallenge));
-    raw.send(auth_proof_request(auth_proof(kSecret, challenge.substr(1))) +
+    raw.send(proof_for(challenge) +
              get_request("ddprun/rdzv/job/round"));
     CHECK(raw.receive(1) == kAccepted);
     CHECK(raw.receive(9) == hex("01 00 00 00 00 00 00 00") + "1");
   }
   SECTION("a wrong proof with the agents' requests behind it: REFUSED, closed, none served") {
     RawConnection raw(server->port());
-    raw.send(kValidate + auth_hello_request());
-    raw.receive(1 + kAuthNonceBytes);
+    raw.send(kValidate + kHello);
+    raw.receive(kAuthChallengeBytes);
     raw.send(auth_proof_request(std::string(kAuthProofBytes, 'x')) +
              set_request("ddprun/rdzv/job/round", "junk") + get_request("ddprun/rdzv/job/round"));
     CHECK(raw.receive(1) == kRefused);
@@ -182,13 +197,13 @@ TEST_CASE("the handshake by hand: split, truncated, replayed, malformed", "[job_
   }
   SECTION("a proof from another connection's challenge is refused") {
     RawConnection first(server->port());
-    first.send(kValidate + auth_hello_request());
-    const std::string nonce = first.receive(1 + kAuthNonceBytes).substr(1);
+    first.send(kValidate + kHello);
+    const std::string challenge = first.receive(kAuthChallengeBytes);
     RawConnection second(server->port());
-    second.send(kValidate + auth_hello_request());
-    const std::string other_nonce = second.receive(1 + kAuthNonceBytes).substr(1);
-    CHECK(nonce != other_nonce);
-    second.send(auth_proof_request(auth_proof(kSecret, nonce)));
+    second.send(kValidate + kHello);
+    const std::string other = second.receive(kAuthChallengeBytes);
+    CHECK(challenge.substr(1, kAuthNonceBytes) != other.substr(1, kAuthNonceBytes));
+    second.send(proof_for(challenge));
     CHECK(second.receive(1) == std::string(1, static_cast<char>(kAuthRefused)));
   }
   SECTION("a proof without a challenge, and an unknown version, close the connection") {
@@ -196,8 +211,28 @@ TEST_CASE("the handshake by hand: split, truncated, replayed, malformed", "[job_
     no_challenge.send(kValidate + auth_proof_request(std::string(kAuthProofBytes, 'x')));
     CHECK(no_challenge.closed_within(5000ms));
     RawConnection bad_version(server->port());
-    bad_version.send(kValidate + hex("d0 02"));
+    bad_version.send(kValidate + hex("d0 03"));
     CHECK(bad_version.closed_within(5000ms));
+    // ddprun's one-sided handshake of before (version 1, no agent nonce).
+    RawConnection one_sided(server->port());
+    one_sided.send(kValidate + hex("d0 01"));
+    CHECK(one_sided.closed_within(5000ms));
+  }
+  SECTION("while proving, nothing but PING and the proof is read") {
+    RawConnection raw(server->port());
+    raw.send(kValidate + kHello);
+    raw.receive(kAuthChallengeBytes);
+    raw.send(ping_request(0x00000042));
+    CHECK(raw.receive(4) == hex("42 00 00 00"));
+    raw.send(get_request("/worker-key"));
+    CHECK(raw.closed_within(5000ms));
+  }
+  SECTION("a second HELLO on one connection closes it") {
+    RawConnection raw(server->port());
+    raw.send(kValidate + kHello);
+    raw.receive(kAuthChallengeBytes);
+    raw.send(kHello);
+    CHECK(raw.closed_within(5000ms));
   }
   CHECK(agent->get("ddprun/rdzv/job/round") == "1");
 }
@@ -226,17 +261,26 @@ TEST_CASE("LIST_KEYS names the agents' keys only to connections that proved the 
   CHECK(outsider.silent_for(100ms));  // nothing more: the count said one key
 
   RawConnection proved(server->port());
-  proved.send(kValidate + auth_hello_request());
-  const std::string challenge = proved.receive(1 + kAuthNonceBytes);
-  proved.send(auth_proof_request(auth_proof(kSecret, challenge.substr(1))) + list_keys);
+  proved.send(kValidate + kHello);
+  const std::string challenge = proved.receive(kAuthChallengeBytes);
+  proved.send(proof_for(challenge) + list_keys);
   CHECK(proved.receive(1) == std::string(1, static_cast<char>(kAuthAccepted)));
   const std::string both = listing({"/worker-key", "ddprun/rdzv/job/round"});
   CHECK(proved.receive(both.size()) == both);
 }
 
-TEST_CASE("a client with a secret works with a store that has none", "[job_secret]") {
-  const auto server = start_server("");
-  const auto agent = client(server->port(), kSecret);
-  agent->set("ddprun/rdzv/job/round", "1");
-  CHECK(agent->get("ddprun/rdzv/job/round") == "1");
+TEST_CASE("a client with a secret refuses a store that has none, or that proves another",
+          "[job_secret]") {
+  for (const std::string& store_secret : {std::string(), std::string("another-job-secret-42")}) {
+    CAPTURE(store_secret);
+    const auto server = start_server(store_secret);
+    try {
+      client(server->port(), kSecret);
+      FAIL("the client believed a store that does not know the job secret");
+    } catch (const StoreAuthRefused& refused) {
+      CHECK(std::string(refused.what()).find("does not know the job secret") != std::string::npos);
+      CHECK(std::string(refused.what()).find("127.0.0.1:" + std::to_string(server->port())) !=
+            std::string::npos);
+    }
+  }
 }

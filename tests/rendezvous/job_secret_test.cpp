@@ -101,15 +101,20 @@ TEST_CASE("HMAC-SHA256 gives RFC 4231's test vectors", "[job_secret][hmac]") {
 }
 
 TEST_CASE("MACs are compared whole", "[job_secret][hmac]") {
-  const std::string mac = auth_proof("secret", std::string(32, 'n'));
+  const std::string agent_nonce(32, 'a');
+  const std::string store_nonce(32, 's');
+  const std::string mac = store_proof("secret", agent_nonce, store_nonce);
   CHECK(mac.size() == kAuthProofBytes);
-  CHECK(equal_in_constant_time(mac, auth_proof("secret", std::string(32, 'n'))));
+  CHECK(equal_in_constant_time(mac, store_proof("secret", agent_nonce, store_nonce)));
   std::string last_differs = mac;
   last_differs.back() = static_cast<char>(last_differs.back() ^ 1);
   CHECK_FALSE(equal_in_constant_time(mac, last_differs));
   CHECK_FALSE(equal_in_constant_time(mac, mac.substr(0, 31)));
-  CHECK(auth_proof("secret", std::string(32, 'n')) != auth_proof("secret", std::string(32, 'm')));
-  CHECK(auth_proof("secret", std::string(32, 'n')) != auth_proof("secreT", std::string(32, 'n')));
+  CHECK(mac != store_proof("secret", agent_nonce, std::string(32, 't')));
+  CHECK(mac != store_proof("secreT", agent_nonce, store_nonce));
+  // The directions differ: neither proof is the other's, whichever way the nonces are given.
+  CHECK(mac != agent_proof("secret", store_nonce, agent_nonce));
+  CHECK(mac != agent_proof("secret", agent_nonce, store_nonce));
 }
 
 TEST_CASE("a secret file must be private to its owner and hold a secret", "[job_secret]") {
@@ -197,10 +202,12 @@ TEST_CASE("the secret comes from the option, the file variable or the secret var
 
 TEST_CASE("the extension's requests decode the same in every generation", "[job_secret]") {
   const std::string proof(kAuthProofBytes, '\x5a');
+  const std::string nonce(kAuthNonceBytes, '\x3c');
   for (const auto generation : {WireGeneration::g0, WireGeneration::g1, WireGeneration::g2}) {
     CAPTURE(generation_name(generation));
-    const auto hello = decoded(auth_hello_request(), generation);
+    const auto hello = decoded(auth_hello_request(nonce), generation);
     CHECK(hello.command == Command::auth_hello);
+    CHECK(hello.values == std::vector<std::string>{nonce});
     const auto proof_request = decoded(auth_proof_request(proof), generation);
     CHECK(proof_request.command == Command::auth_proof);
     REQUIRE(proof_request.values.size() == 1);
@@ -213,24 +220,24 @@ TEST_CASE("the extension's requests decode the same in every generation", "[job_
 
 TEST_CASE("truncated and malformed extension requests", "[job_secret]") {
   const StoreLimits limits;
-  SECTION("a truncated proof asks for exactly the missing bytes, never more") {
-    const std::string full = auth_proof_request(std::string(kAuthProofBytes, 'p'));
-    for (std::size_t size = 1; size < full.size(); ++size) {
-      const auto result =
-          decode_request(bytes_of(full.substr(0, size)), WireGeneration::g2, limits);
-      REQUIRE(result.status == DecodeStatus::need_more);
-      CHECK(result.min_bytes == full.size());
+  SECTION("a truncated request asks for exactly the missing bytes, never more") {
+    for (const std::string& full : {auth_proof_request(std::string(kAuthProofBytes, 'p')),
+                                    auth_hello_request(std::string(kAuthNonceBytes, 'n'))}) {
+      for (std::size_t size = 1; size < full.size(); ++size) {
+        const auto result =
+            decode_request(bytes_of(full.substr(0, size)), WireGeneration::g2, limits);
+        REQUIRE(result.status == DecodeStatus::need_more);
+        CHECK(result.min_bytes == (size == 1 && full[0] == '\xd0' ? 2 : full.size()));
+      }
     }
   }
-  SECTION("a HELLO without its version byte waits for it") {
-    const auto result = decode_request(bytes_of(hex("d0")), WireGeneration::g0, limits);
-    CHECK(result.status == DecodeStatus::need_more);
-    CHECK(result.min_bytes == 2);
-  }
-  SECTION("an unknown version is invalid, naming it") {
-    const auto result = decode_request(bytes_of(hex("d0 07")), WireGeneration::g2, limits);
-    REQUIRE(result.status == DecodeStatus::invalid);
-    CHECK(result.error.find("AUTH_HELLO: version 7") != std::string::npos);
+  SECTION("an unknown version is invalid, naming it; so is version 1 (one-sided, older)") {
+    for (const char* bytes : {"d0 07", "d0 01"}) {
+      const auto result = decode_request(bytes_of(hex(bytes)), WireGeneration::g2, limits);
+      REQUIRE(result.status == DecodeStatus::invalid);
+      CHECK(result.error.find("AUTH_HELLO: version " + std::string(1, bytes[4])) !=
+            std::string::npos);
+    }
   }
   SECTION("opcodes near the extension's are unknown") {
     for (const char* bytes : {"cf 01", "d2 01", "ff 01"}) {
@@ -238,19 +245,51 @@ TEST_CASE("truncated and malformed extension requests", "[job_secret]") {
             DecodeStatus::invalid);
     }
   }
+  SECTION("a request still arriving names its first key once it is in, before its value") {
+    const std::string key = "ddprun/rdzv/job/round";
+    std::string set(1, static_cast<char>(*opcode_for_command(WireGeneration::g2, Command::set)));
+    set += std::string(1, static_cast<char>(key.size())) + std::string(7, '\0') + key;
+    set += std::string(1, '\0') + std::string(2, '\0') + std::string(1, '\x01') +
+           std::string(4, '\0');  // a value of 16 MiB, none of it sent
+    const auto partial = decode_request(bytes_of(set), WireGeneration::g2, limits);
+    // 16 MiB is over the 8 MiB limit: invalid at once, before any of it is buffered.
+    CHECK(partial.status == DecodeStatus::invalid);
+    const auto shorter = decode_request(bytes_of(set.substr(0, 1 + 8 + key.size() - 1)),
+                                        WireGeneration::g2, limits);
+    REQUIRE(shorter.status == DecodeStatus::need_more);
+    CHECK_FALSE(shorter.first_key);
+    std::string with_small_value = set.substr(0, 1 + 8 + key.size());
+    with_small_value += std::string(1, '\x10') + std::string(7, '\0') + "abc";
+    const auto keyed = decode_request(bytes_of(with_small_value), WireGeneration::g2, limits);
+    REQUIRE(keyed.status == DecodeStatus::need_more);
+    CHECK(keyed.request.command == Command::set);
+    CHECK(keyed.first_key == key);
+  }
 }
 
+namespace {
+
+Request proof_of(std::string proof) {
+  Request request;
+  request.command = Command::auth_proof;
+  request.values.push_back(std::move(proof));
+  return request;
+}
+
+Request hello_with(std::string agent_nonce) {
+  Request request;
+  request.command = Command::auth_hello;
+  request.values.push_back(std::move(agent_nonce));
+  return request;
+}
+
+}  // namespace
+
 TEST_CASE("the gate: challenge, proof, and the agents' keys", "[job_secret]") {
-  const std::string secret = "job-secret";
-  const std::string nonce(kAuthNonceBytes, '\x11');
-  Request hello;
-  hello.command = Command::auth_hello;
-  const auto proof_of = [](std::string proof) {
-    Request request;
-    request.command = Command::auth_proof;
-    request.values.push_back(std::move(proof));
-    return request;
-  };
+  const std::string secret = "job-secret-0123456789";
+  const std::string agent_nonce(kAuthNonceBytes, '\x11');
+  const std::string store_nonce(kAuthNonceBytes, '\x22');
+  const Request hello = hello_with(agent_nonce);
   Request agent_set;
   agent_set.command = Command::set;
   agent_set.keys = {"ddprun/rdzv/job/round"};
@@ -262,6 +301,9 @@ TEST_CASE("the gate: challenge, proof, and the agents' keys", "[job_secret]") {
   Request mixed_check;
   mixed_check.command = Command::check;
   mixed_check.keys = {"/a", "ddprun/rdzv/job/x"};
+  const std::string challenge_reply = std::string(1, static_cast<char>(kAuthChallenge)) +
+                                      store_nonce +
+                                      store_proof(secret, agent_nonce, store_nonce);
 
   SECTION("without a secret everything is allowed and HELLO says so") {
     AuthGate gate("");
@@ -281,35 +323,112 @@ TEST_CASE("the gate: challenge, proof, and the agents' keys", "[job_secret]") {
     REQUIRE(gate.refusal(agent_set));
     CHECK(gate.refusal(agent_set)->find("ddprun/rdzv/job/round") != std::string::npos);
     CHECK(gate.refusal(mixed_check));
+    // A request still arriving is judged by its first key.
+    CHECK(gate.refusal(Command::set, std::string_view("ddprun/x")));
+    CHECK_FALSE(gate.refusal(Command::set, std::string_view("/x")));
+    CHECK_FALSE(gate.refusal(Command::set, std::nullopt));
   }
-  SECTION("the right proof opens the agents' keys") {
+  SECTION("the store proves the secret first, over both nonces; the agent's proof opens") {
     AuthGate gate(secret);
-    const auto challenge = gate.answer(hello, nonce);
-    CHECK(challenge.reply == std::string(1, static_cast<char>(kAuthChallenge)) + nonce);
-    const auto verdict = gate.answer(proof_of(auth_proof(secret, nonce)), "");
+    const auto challenge = gate.answer(hello, store_nonce);
+    CHECK(challenge.reply == challenge_reply);
+    CHECK(gate.proving());
+    const auto verdict = gate.answer(proof_of(agent_proof(secret, store_nonce, agent_nonce)), "");
     CHECK(verdict.reply == std::string(1, static_cast<char>(kAuthAccepted)));
     CHECK_FALSE(verdict.close_reason);
+    CHECK(gate.authenticated());
     CHECK_FALSE(gate.refusal(agent_set));
-    CHECK(gate.answer(hello, nonce).close_reason);  // no second handshake
+    CHECK(gate.answer(hello, store_nonce).close_reason);  // no second handshake
+  }
+  SECTION("while proving, only PING and the proof may come") {
+    AuthGate gate(secret);
+    gate.answer(hello, store_nonce);
+    CHECK(gate.refusal(worker_set));
+    CHECK(gate.refusal(Command::get_num_keys, std::nullopt));
+    CHECK_FALSE(gate.refusal(Command::ping, std::nullopt));
+    CHECK_FALSE(gate.refusal(Command::auth_proof, std::nullopt));
   }
   SECTION("a wrong proof is refused and closes") {
     AuthGate gate(secret);
-    gate.answer(hello, nonce);
-    const auto verdict = gate.answer(proof_of(auth_proof("other-secret", nonce)), "");
+    gate.answer(hello, store_nonce);
+    const auto verdict =
+        gate.answer(proof_of(agent_proof("other-secret-0123456", store_nonce, agent_nonce)), "");
     CHECK(verdict.reply == std::string(1, static_cast<char>(kAuthRefused)));
     REQUIRE(verdict.close_reason);
     CHECK(verdict.close_reason->find("wrong job secret") != std::string::npos);
     CHECK(gate.refusal(agent_set));
   }
-  SECTION("a proof without a challenge, or replayed, is refused") {
+  SECTION("the store's own proof reflected back is refused") {
     AuthGate gate(secret);
-    CHECK(gate.answer(proof_of(auth_proof(secret, nonce)), "").close_reason);
-    AuthGate replayed(secret);
-    replayed.answer(hello, nonce);
-    CHECK_FALSE(replayed.answer(proof_of(auth_proof(secret, nonce)), "").close_reason);
+    gate.answer(hello, store_nonce);
+    CHECK(gate.answer(proof_of(store_proof(secret, agent_nonce, store_nonce)), "").close_reason);
+  }
+  SECTION("a proof without a challenge, replayed, or for another challenge is refused") {
+    AuthGate gate(secret);
+    CHECK(gate.answer(proof_of(agent_proof(secret, store_nonce, agent_nonce)), "").close_reason);
     AuthGate fresh(secret);
-    fresh.answer(hello, std::string(kAuthNonceBytes, '\x22'));
+    fresh.answer(hello, std::string(kAuthNonceBytes, '\x33'));
     // A proof recorded for another challenge is worth nothing.
-    CHECK(fresh.answer(proof_of(auth_proof(secret, nonce)), "").close_reason);
+    CHECK(fresh.answer(proof_of(agent_proof(secret, store_nonce, agent_nonce)), "").close_reason);
+  }
+  SECTION("a HELLO without a nonce, or a store nonce equal to the agent's, makes no challenge") {
+    AuthGate gate(secret);
+    Request bare;
+    bare.command = Command::auth_hello;
+    CHECK(gate.answer(bare, store_nonce).close_reason);
+    AuthGate echo(secret);
+    CHECK(echo.answer(hello, agent_nonce).close_reason);
+  }
+}
+
+TEST_CASE("the agent believes only a store that proves the secret", "[job_secret]") {
+  const std::string secret = "job-secret-0123456789";
+  const std::string agent_nonce(kAuthNonceBytes, '\x11');
+  const std::string store_nonce(kAuthNonceBytes, '\x22');
+  const auto challenge = [&](std::string_view proof) { return store_nonce + std::string(proof); };
+
+  SECTION("the right store proof: the agent's proof, which the store's gate accepts") {
+    const auto answer = answer_store_challenge(secret, agent_nonce, kAuthChallenge,
+                                               challenge(store_proof(secret, agent_nonce,
+                                                                     store_nonce)));
+    REQUIRE_FALSE(answer.refusal);
+    CHECK(answer.proof_request ==
+          auth_proof_request(agent_proof(secret, store_nonce, agent_nonce)));
+    AuthGate gate(secret);
+    gate.answer(hello_with(agent_nonce), store_nonce);
+    const auto decoded_proof =
+        decode_request(bytes_of(answer.proof_request), WireGeneration::g2, StoreLimits{});
+    CHECK_FALSE(gate.answer(decoded_proof.request, "").close_reason);
+  }
+  SECTION("a store that needs no secret is not believed") {
+    const auto answer = answer_store_challenge(secret, agent_nonce, kAuthNotRequired, "");
+    REQUIRE(answer.refusal);
+    CHECK(answer.refusal->find("does not know the job secret") != std::string::npos);
+    CHECK(answer.refusal->find("Another process may hold the port") != std::string::npos);
+    CHECK(answer.proof_request.empty());
+  }
+  SECTION("wrong proofs: another secret, another nonce, all zeros, reflected, cut short") {
+    for (const std::string& proof :
+         {store_proof("other-secret-0123456", agent_nonce, store_nonce),
+          store_proof(secret, std::string(kAuthNonceBytes, '\x44'), store_nonce),
+          std::string(kAuthProofBytes, '\0'), agent_proof(secret, store_nonce, agent_nonce),
+          store_proof(secret, agent_nonce, store_nonce).substr(1)}) {
+      const auto answer = answer_store_challenge(secret, agent_nonce, kAuthChallenge,
+                                                 challenge(proof));
+      REQUIRE(answer.refusal);
+      CHECK(answer.refusal->find("its proof of it is wrong") != std::string::npos);
+      CHECK(answer.proof_request.empty());
+    }
+  }
+  SECTION("a store that echoes the agent's nonce as its own is not believed") {
+    const auto answer = answer_store_challenge(
+        secret, agent_nonce, kAuthChallenge,
+        agent_nonce + store_proof(secret, agent_nonce, agent_nonce));
+    CHECK(answer.refusal);
+  }
+  SECTION("an unknown status is not believed") {
+    CHECK(answer_store_challenge(secret, agent_nonce, 7,
+                                 challenge(store_proof(secret, agent_nonce, store_nonce)))
+              .refusal);
   }
 }

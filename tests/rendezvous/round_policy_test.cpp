@@ -363,23 +363,24 @@ TEST_CASE("settings: torchrun's defaults, every key, bad values named") {
 }
 
 TEST_CASE("store host: is_host wins, then --local_addr, then the machine's names") {
+  using enum StoreHosting;
   LocalIdentity me{{"node1", "node1.cluster"}, {"10.1.2.3", "127.0.0.1"}};
   HostQuestion q;
   q.endpoint_host = "node1.cluster";
-  CHECK(should_host_store(q, me));
+  CHECK(store_hosting(q, me) == if_free);
   q.endpoint_host = "node2";
   q.endpoint_addresses = {"10.1.2.4"};
-  CHECK_FALSE(should_host_store(q, me));
+  CHECK(store_hosting(q, me) == client);
   q.endpoint_addresses = {"10.1.2.3"};  // resolves to one of our interfaces
-  CHECK(should_host_store(q, me));
+  CHECK(store_hosting(q, me) == if_free);
   q.endpoint_host = "localhost";
-  CHECK(should_host_store(q, me));
+  CHECK(store_hosting(q, me) == if_free);
   q.forced = false;
-  CHECK_FALSE(should_host_store(q, me));
+  CHECK(store_hosting(q, me) == client);
   q.forced = true;
   q.endpoint_host = "elsewhere";
   q.endpoint_addresses = {"192.0.2.1"};
-  CHECK(should_host_store(q, me));
+  CHECK(store_hosting(q, me) == required);
 
   // Agents on 127.0.0.2 and 127.0.0.3 of one machine, endpoint on 127.0.0.2.
   HostQuestion local;
@@ -387,18 +388,19 @@ TEST_CASE("store host: is_host wins, then --local_addr, then the machine's names
   local.endpoint_addresses = {"127.0.0.2"};
   local.local_addr = "127.0.0.2";
   local.local_addr_addresses = {"127.0.0.2"};
-  CHECK(should_host_store(local, me));
+  // The endpoint is this agent's own address: nobody else may hold it.
+  CHECK(store_hosting(local, me) == required);
   // Another agent of the machine may host a loopback endpoint too: the bind decides.
   local.local_addr = "127.0.0.3";
   local.local_addr_addresses = {"127.0.0.3"};
-  CHECK(should_host_store(local, me));
+  CHECK(store_hosting(local, me) == if_free);
   local.local_addr = "node1";  // a name resolving to the endpoint's address
   local.local_addr_addresses = {"127.0.0.2"};
-  CHECK(should_host_store(local, me));
+  CHECK(store_hosting(local, me) == required);
   // An endpoint on another machine is never hosted here, whatever --local_addr says.
   local.endpoint_host = "node2";
   local.endpoint_addresses = {"10.1.2.4"};
-  CHECK_FALSE(should_host_store(local, me));
+  CHECK(store_hosting(local, me) == client);
 }
 
 TEST_CASE("store bind address: exact for numeric loopback, every interface otherwise") {

@@ -34,11 +34,20 @@ while read -r line; do
   seed=$((seed + 1))
 done < "$source_dir/tests/rendezvous/fuzz/seeds.hex"
 if [ "$target" = auth_handshake ]; then
-  # VALIDATE, AUTH_HELLO, a proof, then a SET of an agents' key and of a worker's key.
-  printf '\x00\xce\xf7\x85\x3c\xd0\x01\xd1%032d\x01\x03\x00\x00\x00\x00\x00\x00\x00abc\x01\x00\x00\x00\x00\x00\x00\x00v' 0 \
+  # The first byte picks the side (even: the store's, odd: the agent's); the seeds above feed
+  # the store's side behind a 0 byte.
+  for seed_file in "$work"/corpus/seed*; do
+    { printf '\x00'; cat "$seed_file"; } > "$seed_file.store" && mv "$seed_file.store" "$seed_file"
+  done
+  # Store side: VALIDATE, AUTH_HELLO with its nonce, a proof, then a SET of an agents' key and
+  # of a worker's key.
+  printf '\x00\x00\xce\xf7\x85\x3c\xd0\x02%032d\xd1%032d\x01\x03\x00\x00\x00\x00\x00\x00\x00abc\x01\x00\x00\x00\x00\x00\x00\x00v' 0 0 \
     > "$work/corpus/auth0"
-  printf '\xd0\x01\x01\x02\x00\x00\x00\x00\x00\x00\x00/k\x01\x00\x00\x00\x00\x00\x00\x00v' \
+  printf '\x00\xd0\x02%032d\x01\x02\x00\x00\x00\x00\x00\x00\x00/k\x01\x00\x00\x00\x00\x00\x00\x00v' 0 \
     > "$work/corpus/auth1"
+  # Agent side: a challenge (status, store nonce, proof) and "no secret".
+  printf '\x01\x00%032d%032d' 0 0 > "$work/corpus/auth2"
+  printf '\x01\x01' > "$work/corpus/auth3"
 fi
 "$work/fuzzer" -max_total_time="$seconds" -max_len=4096 -rss_limit_mb=1024 \
   -print_final_stats=1 "$work/corpus" 2>&1 | tail -15
