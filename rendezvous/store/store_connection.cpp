@@ -14,8 +14,11 @@ namespace {
 
 // Stop reading from a client whose replies pile up unread, until they drain.
 constexpr std::size_t kOutputHighWater = 16 * 1024 * 1024;
-// Reads per readiness event, so one busy client cannot starve the others.
+// Reads per readiness event, so one busy client cannot starve the others. With a job secret, a
+// connection that did not prove it reads once per event: a stranger streaming large values
+// holds the event loop, and so the agents, for one read at a time.
 constexpr int kReadsPerEvent = 4;
+constexpr int kUntrustedReadsPerEvent = 1;
 
 std::string describe_peer(const boost::asio::ip::tcp::socket& socket) {
   boost::system::error_code error;
@@ -78,7 +81,8 @@ void StoreConnection::on_received(std::size_t received) {
   // A full first read may have left more behind: read on, into the shared buffer.
   const auto buffer = hub_.read_buffer();
   bool more = received == first_read_.size();
-  for (int round = 1; more && round < kReadsPerEvent && !closed_; ++round) {
+  const int reads = trusted() ? kReadsPerEvent : kUntrustedReadsPerEvent;
+  for (int round = 1; more && round < reads && !closed_; ++round) {
     boost::system::error_code error;
     const std::size_t got =
         socket_.read_some(boost::asio::buffer(buffer.data(), buffer.size()), error);

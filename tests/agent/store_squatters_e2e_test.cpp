@@ -149,8 +149,17 @@ namespace {
 class Flood {
  public:
   explicit Flood(uint16_t port) : port_(port) {
-    threads_.emplace_back([this] { hold_connections(); });
-    threads_.emplace_back([this] { write_large_values(); });
+    // At the lowest priority: the flood stands for strangers on other machines, and should
+    // not win this machine's CPU from the job's processes (the store must still take
+    // everything it sends).
+    threads_.emplace_back([this] {
+      lowest_priority();
+      hold_connections();
+    });
+    threads_.emplace_back([this] {
+      lowest_priority();
+      write_large_values();
+    });
   }
   ~Flood() {
     stop_ = true;
@@ -164,6 +173,10 @@ class Flood {
   std::size_t connections() const { return connections_; }
 
  private:
+  static void lowest_priority() {
+    ::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), 19);
+  }
+
   // -1 when out of descriptors (the caller closes its oldest and goes on).
   int connect_to_store() {
     const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
