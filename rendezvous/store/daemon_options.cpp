@@ -35,8 +35,10 @@ std::string daemon_usage() {
          "  --log-level L             quiet, error, warning (default), info, debug\n"
          "  --secret-file PATH        the job secret (a file only its owner may read): the\n"
          "                            agents' keys (under ddprun/) are served only to\n"
-         "                            agents that prove they know it; PyTorch clients need\n"
-         "                            nothing. Else DDPRUN_RDZV_SECRET_FILE or DDPRUN_RDZV_SECRET\n"
+         "                            agents that prove they know it (the store proves it\n"
+         "                            first); PyTorch clients need nothing, and share their\n"
+         "                            own limits (README: Job secret). Else\n"
+         "                            DDPRUN_RDZV_SECRET_FILE or DDPRUN_RDZV_SECRET\n"
          "  -h, --help                show this help\n";
 }
 

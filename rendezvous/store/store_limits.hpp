@@ -22,8 +22,9 @@ struct StoreLimits {
   // Clients without the secret that made a request (PyTorch's); one more is closed.
   std::size_t max_guest_connections = 16384;
   // Connections that have neither made a request nor proved the secret yet; a new one closes
-  // the oldest of them.
-  std::size_t max_opening_connections = 1024;
+  // the oldest of them. Large, since a job's agents all connect at once (three connections
+  // each); the descriptor limit caps it in practice (store_server.hpp).
+  std::size_t max_opening_connections = 65536;
 };
 
 }  // namespace ddprun::rendezvous::store

@@ -46,7 +46,8 @@ constexpr int kAcceptBatch = 64;
 constexpr std::size_t kViolationLinesPerSecond = 10;
 
 // The connections without the secret may hold at most these shares of the descriptors (and of
-// --max-connections), so that the agents' always find one.
+// --max-connections): a quarter opening, a half clients without the proof, so that the agents'
+// always find one.
 std::size_t capped(std::size_t wanted, std::size_t max_connections, std::size_t divisor) {
   rlimit limit{};
   std::size_t descriptors = max_connections;
@@ -86,7 +87,7 @@ class StoreServerImpl final : public StoreServer, public ConnectionHub {
         open_budget_(options.limits.max_open_bytes),
         state_(budget_, options.secret.empty() ? budget_ : open_budget_),
         opening_cap_(capped(options.limits.max_opening_connections,
-                            options.limits.max_connections, 8)),
+                            options.limits.max_connections, 4)),
         guest_cap_(capped(options.limits.max_guest_connections, options.limits.max_connections, 2)),
         // One thread runs every handler, so the reactor's per-descriptor locks are dead
         // weight; the scheduler keeps its lock, which stop()'s post from outside needs.

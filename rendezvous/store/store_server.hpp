@@ -29,7 +29,7 @@ struct StoreServerOptions {
   // PING and its proof until then); connections that have done neither are capped (a new one
   // closes the oldest), so are clients without the proof, and those share a budget of their
   // own (limits.max_open_bytes) for their buffers and every key outside the agents'. The caps
-  // are at most an eighth (opening) and a half (clients without the proof) of the descriptor
+  // are at most a quarter (opening) and a half (clients without the proof) of the descriptor
   // limit and of max_connections.
   std::string secret;
 };
