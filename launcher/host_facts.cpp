@@ -12,6 +12,7 @@
 #include <string_view>
 #include <system_error>
 
+#include "common/random.hpp"
 #include "launcher/text.hpp"
 #include "launcher/usage_error.hpp"
 
@@ -65,24 +66,6 @@ std::optional<std::string> find_on_path(const Environment& env, std::string_view
   }
 }
 
-std::string random_uuid4() {
-  std::array<unsigned char, 16> bytes{};
-  if (std::ifstream urandom("/dev/urandom", std::ios::binary); urandom) {
-    urandom.read(reinterpret_cast<char*>(bytes.data()), bytes.size());
-  }
-  bytes[6] = static_cast<unsigned char>((bytes[6] & 0x0f) | 0x40);  // version 4
-  bytes[8] = static_cast<unsigned char>((bytes[8] & 0x3f) | 0x80);  // RFC 4122 variant
-  std::string text;
-  constexpr std::string_view kHex = "0123456789abcdef";
-  for (std::size_t i = 0; i < bytes.size(); ++i) {
-    if (i == 4 || i == 6 || i == 8 || i == 10)
-      text += '-';
-    text += kHex[bytes[i] >> 4];
-    text += kHex[bytes[i] & 0x0f];
-  }
-  return text;
-}
-
 }  // namespace
 
 void require_bundled_trainer(EntryKind kind, const std::string& trainer_path) {
@@ -100,7 +83,7 @@ HostFacts probe_host(const Environment& env, ProbeRequest request) {
   facts.nvidia_gpu_count = count_nvidia_gpus();
   facts.executable_dir = executable_dir();
   facts.python3_on_path = find_on_path(env, "python3");
-  facts.fresh_run_id = random_uuid4();
+  facts.fresh_run_id = common::random_uuid4();
   if (request.numa_topology)
     facts.numa = read_numa_topology("", current_cpu_affinity());
   return facts;

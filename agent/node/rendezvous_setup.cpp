@@ -7,6 +7,7 @@
 #include <random>
 
 #include "agent/node/round_types.hpp"
+#include "common/random.hpp"
 #include "rendezvous/backends/etcd/etcd_kv.hpp"
 #include "rendezvous/backends/store_host.hpp"
 #include "rendezvous/backends/store_kv.hpp"
@@ -28,18 +29,6 @@ constexpr std::chrono::seconds kReconnectBudget{5};
 constexpr std::chrono::seconds kEtcdMinLeaseTtl{2};
 constexpr std::chrono::milliseconds kEtcdOpTimeout{5000};
 constexpr std::chrono::milliseconds kEtcdFailoverLimit{15000};
-
-std::string random_hex(std::size_t bytes) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::random_device device;
-  std::string out;
-  for (std::size_t i = 0; i < bytes; ++i) {
-    const auto byte = device() & 0xffU;
-    out.push_back(kDigits[byte >> 4]);
-    out.push_back(kDigits[byte & 0xfU]);
-  }
-  return out;
-}
 
 std::chrono::milliseconds millis(common::Seconds seconds) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(seconds);
@@ -186,11 +175,11 @@ RendezvousSetup set_up_rendezvous(const RendezvousConfig& config, boost::asio::i
   m.settings = config.settings;  // parsed once, by the launcher
   m.run_id = config.run_id;
   if (config.standalone && (m.run_id.empty() || m.run_id == "none")) {
-    m.run_id = random_hex(16);
+    m.run_id = common::random_hex(16);
   }
   m.self.addr = config.local_addr ? *config.local_addr : backends::default_local_address();
   m.self.pid = ::getpid();
-  m.self.nonce = random_hex(8);
+  m.self.nonce = common::random_hex(8);
   m.self.nproc_per_node = config.nproc_per_node;
   m.self.rank_hint = config.node_rank_hint;
   m.self.min_nodes = config.min_nodes;

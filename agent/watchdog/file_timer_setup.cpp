@@ -9,12 +9,14 @@
 #include <random>
 #include <vector>
 
+#include "common/random.hpp"
+
 namespace ddprun::agent {
 
 namespace {
 
 bool usable_directory(const std::string& path) {
-  struct stat info {};
+  struct stat info{};
   return !path.empty() && ::stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode) &&
          ::access(path.c_str(), W_OK | X_OK) == 0;
 }
@@ -35,25 +37,6 @@ std::string python_temp_dir(const EnvMap& env) {
   return std::filesystem::current_path().string();
 }
 
-// uuid.uuid4(): 122 random bits, version 4, RFC 4122 variant.
-std::string random_uuid4() {
-  std::random_device entropy;
-  std::array<unsigned char, 16> bytes{};
-  for (unsigned char& byte : bytes)
-    byte = static_cast<unsigned char>(entropy() & 0xffu);
-  bytes[6] = static_cast<unsigned char>((bytes[6] & 0x0fu) | 0x40u);
-  bytes[8] = static_cast<unsigned char>((bytes[8] & 0x3fu) | 0x80u);
-  std::string text;
-  for (std::size_t i = 0; i < bytes.size(); ++i) {
-    if (i == 4 || i == 6 || i == 8 || i == 10)
-      text += '-';
-    char hex[3];
-    std::snprintf(hex, sizeof hex, "%02x", bytes[i]);
-    text += hex;
-  }
-  return text;
-}
-
 }  // namespace
 
 FileTimerSetup decide_file_timer_setup(const EnvMap& agent_env, const std::string& default_path) {
@@ -70,7 +53,8 @@ FileTimerSetup decide_file_timer_setup(const EnvMap& agent_env, const std::strin
 }
 
 std::string default_file_timer_path(const EnvMap& agent_env) {
-  return (std::filesystem::path(python_temp_dir(agent_env)) / ("watchdog_timer_" + random_uuid4()))
+  return (std::filesystem::path(python_temp_dir(agent_env)) /
+          ("watchdog_timer_" + common::random_uuid4()))
       .string();
 }
 

@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <utility>
 
+#include "common/random.hpp"
 #include "rendezvous/backends/store_kv_requests.hpp"
 #include "rendezvous/store/job_auth.hpp"
-#include "rendezvous/store/random_bytes.hpp"
 
 namespace ddprun::rendezvous::backends {
 namespace {
@@ -217,7 +217,7 @@ void StoreKvDialer::ask_challenge(const std::shared_ptr<Attempt>& attempt) {
                          "the store " + std::string(store::kStoreClosedAtHello)}
                : failure;
   };
-  std::string nonce = store::random_bytes(store::kAuthNonceBytes);  // fresh per connection
+  std::string nonce = common::random_bytes(store::kAuthNonceBytes);  // fresh per connection
   std::string hello = store::auth_hello_request(nonce);
   auto on_challenge = [this, attempt, refusal, asked_on = attempt->connection.get(),
                        nonce = std::move(nonce)](Outcome& outcome) {

@@ -80,8 +80,7 @@ std::optional<std::string> AuthGate::refusal(Command command,
   }
   if (first_key && is_agent_key(*first_key)) {
     return std::string(command_name(command)) + " of the agents' key '" +
-           printable_key(*first_key) +
-           "' without the job secret (the connection did not prove it)";
+           printable_key(*first_key) + "' without the job secret (the connection did not prove it)";
   }
   return std::nullopt;
 }

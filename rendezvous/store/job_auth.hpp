@@ -85,7 +85,7 @@ inline constexpr std::string_view kStoreClosedAtHello =
 // An agent's side of the challenge, pure. `reply_status` and `challenge` are AUTH_HELLO's reply
 // (challenge: the store's nonce then its proof, kAuthNonceBytes + kAuthProofBytes bytes).
 struct AgentAnswer {
-  std::string proof_request;               // AUTH_PROOF to send, when the store proved it
+  std::string proof_request;                // AUTH_PROOF to send, when the store proved it
   std::optional<std::string_view> refusal;  // else why the store is not trusted
 };
 AgentAnswer answer_store_challenge(std::string_view secret, std::string_view agent_nonce,

@@ -6,9 +6,9 @@
 #include <random>
 #include <thread>
 
+#include "common/random.hpp"
 #include "rendezvous/store/deadline_socket.hpp"
 #include "rendezvous/store/job_auth.hpp"
-#include "rendezvous/store/random_bytes.hpp"
 #include "rendezvous/store/wire_codec.hpp"
 
 namespace ddprun::rendezvous::store {
@@ -258,7 +258,7 @@ class TcpStoreClient final : public StoreClient {
     if (options_.secret.empty()) {
       return;
     }
-    const std::string nonce = random_bytes(kAuthNonceBytes);
+    const std::string nonce = common::random_bytes(kAuthNonceBytes);
     std::uint8_t status = 0;
     std::string challenge(kAuthChallengeBytes - 1, '\0');
     try {

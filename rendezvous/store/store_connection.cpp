@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <utility>
 
+#include "common/random.hpp"
 #include "rendezvous/store/job_auth.hpp"
 #include "rendezvous/store/memory_budget.hpp"
-#include "rendezvous/store/random_bytes.hpp"
 #include "rendezvous/store/request_decoder.hpp"
 #include "rendezvous/store/store_limits.hpp"
 
@@ -227,7 +227,14 @@ std::optional<std::size_t> StoreConnection::process(std::span<const std::uint8_t
 bool StoreConnection::answer_auth(const Request& request) {
   const bool was_trusted = trusted();
   const bool challenge = request.command == Command::auth_hello && gate_.requires_secret();
-  auto answer = gate_.answer(request, challenge ? random_bytes(kAuthNonceBytes) : std::string());
+  std::string nonce;
+  try {
+    nonce = challenge ? common::random_bytes(kAuthNonceBytes) : std::string();
+  } catch (const std::exception& error) {
+    close(error.what());
+    return false;
+  }
+  auto answer = gate_.answer(request, std::move(nonce));
   if (!was_trusted && trusted() && !become_trusted()) {
     return false;
   }

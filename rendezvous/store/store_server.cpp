@@ -9,8 +9,8 @@
 #include <array>
 #include <atomic>
 #include <chrono>
-#include <map>
 #include <future>
+#include <map>
 #include <memory>
 #include <stdexcept>
 #include <thread>
@@ -86,8 +86,8 @@ class StoreServerImpl final : public StoreServer, public ConnectionHub {
         budget_(options.limits.max_total_bytes),
         open_budget_(options.limits.max_open_bytes),
         state_(budget_, options.secret.empty() ? budget_ : open_budget_),
-        opening_cap_(capped(options.limits.max_opening_connections,
-                            options.limits.max_connections, 4)),
+        opening_cap_(
+            capped(options.limits.max_opening_connections, options.limits.max_connections, 4)),
         guest_cap_(capped(options.limits.max_guest_connections, options.limits.max_connections, 2)),
         // One thread runs every handler, so the reactor's per-descriptor locks are dead
         // weight; the scheduler keeps its lock, which stop()'s post from outside needs.
@@ -211,10 +211,10 @@ class StoreServerImpl final : public StoreServer, public ConnectionHub {
     if (!options_.secret.empty() && opening_.size() >= opening_cap_) {
       // The oldest opening goes: an agent proves the secret within a round trip, so a flood
       // of connections that do nothing pushes out only its own.
-      expel(opening_.begin()->first, "closed for a newer connection: " +
-                                         std::to_string(opening_cap_) +
-                                         " connections have neither proved the job secret "
-                                         "nor made a request");
+      expel(opening_.begin()->first,
+            "closed for a newer connection: " + std::to_string(opening_cap_) +
+                " connections have neither proved the job secret "
+                "nor made a request");
     }
     const ConnectionId id = next_connection_++;
     auto connection = std::make_shared<StoreConnection>(std::move(socket), id, *this);

@@ -64,7 +64,8 @@ TEST_CASE("a job with a secret forms and finishes; a wrong secret and a raw clie
   REQUIRE(wait_for_lines(dir / "started", 2, 60s));
 
   // A third agent with a wrong secret: refused at once, naming the rendezvous.
-  Process intruder(agent_argv(port, 4), dir / "agent-4", environment(dir, "wrong-secret-0123456789"));
+  Process intruder(agent_argv(port, 4), dir / "agent-4",
+                   environment(dir, "wrong-secret-0123456789"));
   const auto intruder_status = intruder.wait_exit(30s);
   INFO(intruder.output());
   CHECK(intruder_status == 1);

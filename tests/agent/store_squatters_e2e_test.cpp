@@ -35,9 +35,24 @@ const std::string kRunId = "squatted";
 // is on its machine but not its own address: it hosts the store if the port is free, else it
 // becomes a client of whatever holds the port (torchrun's rule). Its worker leaves a file.
 std::vector<std::string> agent_argv(uint16_t port) {
-  return {ddprun_binary(), "--nnodes", "1", "--nproc_per_node", "1", "--rdzv_backend", "c10d",
-          "--rdzv_endpoint", "127.0.0.2:" + std::to_string(port), "--rdzv_id", kRunId,
-          "--rdzv_conf", kFastRdzv, "--local_addr", "127.0.0.3", "--no_python", "/bin/sh", "-c",
+  return {ddprun_binary(),
+          "--nnodes",
+          "1",
+          "--nproc_per_node",
+          "1",
+          "--rdzv_backend",
+          "c10d",
+          "--rdzv_endpoint",
+          "127.0.0.2:" + std::to_string(port),
+          "--rdzv_id",
+          kRunId,
+          "--rdzv_conf",
+          kFastRdzv,
+          "--local_addr",
+          "127.0.0.3",
+          "--no_python",
+          "/bin/sh",
+          "-c",
           "touch \"$DIR/worker-started\""};
 }
 
@@ -109,11 +124,10 @@ TEST_CASE("an agent with the secret refuses a store without it on the endpoint",
           "[job_secret][squatter]") {
   TempDir dir;
   const uint16_t port = free_port("127.0.0.2");
-  const auto squatter = start_squatter(
-      dir,
-      {std::string(DDPRUN_BIN_DIR) + "/ddprun-store", "--host", "127.0.0.2", "--port",
-       std::to_string(port)},
-      {}, "127.0.0.2:" + std::to_string(port));
+  const auto squatter = start_squatter(dir,
+                                       {std::string(DDPRUN_BIN_DIR) + "/ddprun-store", "--host",
+                                        "127.0.0.2", "--port", std::to_string(port)},
+                                       {}, "127.0.0.2:" + std::to_string(port));
   expect_refused(dir, port);
 }
 
@@ -131,11 +145,11 @@ TEST_CASE("an agent with the secret refuses a store with another job's secret",
           "[job_secret][squatter]") {
   TempDir dir;
   const uint16_t port = free_port("127.0.0.2");
-  const auto squatter = start_squatter(
-      dir,
-      {std::string(DDPRUN_BIN_DIR) + "/ddprun-store", "--host", "127.0.0.2", "--port",
-       std::to_string(port)},
-      {{"DDPRUN_RDZV_SECRET", "another-job-secret-0123456789"}}, "127.0.0.2:" + std::to_string(port));
+  const auto squatter = start_squatter(dir,
+                                       {std::string(DDPRUN_BIN_DIR) + "/ddprun-store", "--host",
+                                        "127.0.0.2", "--port", std::to_string(port)},
+                                       {{"DDPRUN_RDZV_SECRET", "another-job-secret-0123456789"}},
+                                       "127.0.0.2:" + std::to_string(port));
   expect_refused(dir, port);
 }
 
@@ -173,9 +187,7 @@ class Flood {
   std::size_t connections() const { return connections_; }
 
  private:
-  static void lowest_priority() {
-    ::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), 19);
-  }
+  static void lowest_priority() { ::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), 19); }
 
   // -1 when out of descriptors (the caller closes its oldest and goes on).
   int connect_to_store() {
@@ -230,8 +242,8 @@ class Flood {
 
   static std::string set_header(const std::string& key, std::uint64_t value_bytes) {
     std::string request("\x00\xce\xf7\x85\x3c", 5);
-    wire::append_u8(request, *store::opcode_for_command(store::WireGeneration::g2,
-                                                        store::Command::set));
+    wire::append_u8(request,
+                    *store::opcode_for_command(store::WireGeneration::g2, store::Command::set));
     wire::append_bytes(request, key);
     wire::append_u64(request, value_bytes);
     return request;

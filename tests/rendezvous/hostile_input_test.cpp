@@ -256,7 +256,8 @@ TEST_CASE("junk in the job secret's handshake closes only the sender", "[integra
     RawConnection garbage(server->port());
     // VALIDATE, AUTH_HELLO, then a "proof" of random bytes and more random bytes after it:
     // refused (the MAC is wrong), whatever follows.
-    std::string bytes = hex("00 ce f7 85 3c") + auth_hello_request(std::string(kAuthNonceBytes, 'n'));
+    std::string bytes =
+        hex("00 ce f7 85 3c") + auth_hello_request(std::string(kAuthNonceBytes, 'n'));
     garbage.send(bytes);
     CHECK(garbage.receive(kAuthChallengeBytes)[0] == static_cast<char>(kAuthChallenge));
     std::string junk(1 + kAuthProofBytes + 512, '\0');

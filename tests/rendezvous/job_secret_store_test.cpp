@@ -69,9 +69,8 @@ const std::string kHello = auth_hello_request(kAgentNonce);
 // The AUTH_PROOF an agent that knows the secret sends for the store's challenge (status, store
 // nonce, store proof), after checking the store's proof.
 std::string proof_for(const std::string& challenge) {
-  const auto answer = answer_store_challenge(kSecret, kAgentNonce,
-                                             static_cast<std::uint8_t>(challenge.at(0)),
-                                             challenge.substr(1));
+  const auto answer = answer_store_challenge(
+      kSecret, kAgentNonce, static_cast<std::uint8_t>(challenge.at(0)), challenge.substr(1));
   REQUIRE_FALSE(answer.refusal);
   return answer.proof_request;
 }
@@ -180,8 +179,7 @@ TEST_CASE("the handshake by hand: split, truncated, replayed, malformed", "[job_
     CHECK(raw.receive(4) == hex("ef cd ab 00"));
     const std::string challenge = raw.receive(kAuthChallengeBytes);
     REQUIRE(challenge[0] == static_cast<char>(kAuthChallenge));
-    raw.send(proof_for(challenge) +
-             get_request("ddprun/rdzv/job/round"));
+    raw.send(proof_for(challenge) + get_request("ddprun/rdzv/job/round"));
     CHECK(raw.receive(1) == kAccepted);
     CHECK(raw.receive(9) == hex("01 00 00 00 00 00 00 00") + "1");
   }

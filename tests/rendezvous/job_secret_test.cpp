@@ -11,6 +11,7 @@
 #include <span>
 #include <string>
 
+#include "common/random.hpp"
 #include "raw_connection.hpp"
 #include "rendezvous/store/auth_gate.hpp"
 #include "rendezvous/store/job_auth.hpp"
@@ -254,8 +255,8 @@ TEST_CASE("truncated and malformed extension requests", "[job_secret]") {
     const auto partial = decode_request(bytes_of(set), WireGeneration::g2, limits);
     // 16 MiB is over the 8 MiB limit: invalid at once, before any of it is buffered.
     CHECK(partial.status == DecodeStatus::invalid);
-    const auto shorter = decode_request(bytes_of(set.substr(0, 1 + 8 + key.size() - 1)),
-                                        WireGeneration::g2, limits);
+    const auto shorter =
+        decode_request(bytes_of(set.substr(0, 1 + 8 + key.size() - 1)), WireGeneration::g2, limits);
     REQUIRE(shorter.status == DecodeStatus::need_more);
     CHECK_FALSE(shorter.first_key);
     std::string with_small_value = set.substr(0, 1 + 8 + key.size());
@@ -302,8 +303,7 @@ TEST_CASE("the gate: challenge, proof, and the agents' keys", "[job_secret]") {
   mixed_check.command = Command::check;
   mixed_check.keys = {"/a", "ddprun/rdzv/job/x"};
   const std::string challenge_reply = std::string(1, static_cast<char>(kAuthChallenge)) +
-                                      store_nonce +
-                                      store_proof(secret, agent_nonce, store_nonce);
+                                      store_nonce + store_proof(secret, agent_nonce, store_nonce);
 
   SECTION("without a secret everything is allowed and HELLO says so") {
     AuthGate gate("");
@@ -388,9 +388,9 @@ TEST_CASE("the agent believes only a store that proves the secret", "[job_secret
   const auto challenge = [&](std::string_view proof) { return store_nonce + std::string(proof); };
 
   SECTION("the right store proof: the agent's proof, which the store's gate accepts") {
-    const auto answer = answer_store_challenge(secret, agent_nonce, kAuthChallenge,
-                                               challenge(store_proof(secret, agent_nonce,
-                                                                     store_nonce)));
+    const auto answer =
+        answer_store_challenge(secret, agent_nonce, kAuthChallenge,
+                               challenge(store_proof(secret, agent_nonce, store_nonce)));
     REQUIRE_FALSE(answer.refusal);
     CHECK(answer.proof_request ==
           auth_proof_request(agent_proof(secret, store_nonce, agent_nonce)));
@@ -413,17 +413,17 @@ TEST_CASE("the agent believes only a store that proves the secret", "[job_secret
           store_proof(secret, std::string(kAuthNonceBytes, '\x44'), store_nonce),
           std::string(kAuthProofBytes, '\0'), agent_proof(secret, store_nonce, agent_nonce),
           store_proof(secret, agent_nonce, store_nonce).substr(1)}) {
-      const auto answer = answer_store_challenge(secret, agent_nonce, kAuthChallenge,
-                                                 challenge(proof));
+      const auto answer =
+          answer_store_challenge(secret, agent_nonce, kAuthChallenge, challenge(proof));
       REQUIRE(answer.refusal);
       CHECK(answer.refusal->find("its proof of it is wrong") != std::string::npos);
       CHECK(answer.proof_request.empty());
     }
   }
   SECTION("a store that echoes the agent's nonce as its own is not believed") {
-    const auto answer = answer_store_challenge(
-        secret, agent_nonce, kAuthChallenge,
-        agent_nonce + store_proof(secret, agent_nonce, agent_nonce));
+    const auto answer =
+        answer_store_challenge(secret, agent_nonce, kAuthChallenge,
+                               agent_nonce + store_proof(secret, agent_nonce, agent_nonce));
     CHECK(answer.refusal);
   }
   SECTION("an unknown status is not believed") {
@@ -431,4 +431,22 @@ TEST_CASE("the agent believes only a store that proves the secret", "[job_secret
                                  challenge(store_proof(secret, agent_nonce, store_nonce)))
               .refusal);
   }
+}
+
+TEST_CASE("nonces and ids come fresh from the kernel, in the shape asked for", "[job_secret]") {
+  using namespace ddprun::common;
+  const std::string first = random_bytes(kAuthNonceBytes);
+  CHECK(first.size() == kAuthNonceBytes);
+  CHECK(first != random_bytes(kAuthNonceBytes));
+  const std::string hex_id = random_hex(8);
+  CHECK(hex_id.size() == 16);
+  CHECK(hex_id.find_first_not_of("0123456789abcdef") == std::string::npos);
+  const std::string uuid = random_uuid4();
+  REQUIRE(uuid.size() == 36);
+  for (const std::size_t dash : {8, 13, 18, 23}) {
+    CHECK(uuid[dash] == '-');
+  }
+  CHECK(uuid[14] == '4');                                          // version 4
+  CHECK(std::string("89ab").find(uuid[19]) != std::string::npos);  // RFC 4122 variant
+  CHECK(uuid != random_uuid4());
 }

@@ -143,8 +143,7 @@ TEST_CASE("strangers' data has a budget of its own", "[integration]") {
   CHECK(proved->get("ddprun/rdzv/job/blob").size() == 3 * 1024 * 1024);
 }
 
-TEST_CASE("a write to an agents' key is refused before its value is buffered",
-          "[integration]") {
+TEST_CASE("a write to an agents' key is refused before its value is buffered", "[integration]") {
   const auto server = start_server(StoreLimits{});
   const std::size_t before = server->memory_used();
   RawConnection stranger(server->port());

@@ -8,20 +8,13 @@
 #include <random>
 #include <unordered_map>
 
+#include "common/random.hpp"
 #include "rendezvous/backends/etcd/etcd_codec.hpp"
 #include "rendezvous/backends/etcd/key_waiter.hpp"
 #include "rendezvous/backends/etcd/txn_batch.hpp"
 
 namespace ddprun::rendezvous::backends::etcd {
 namespace {
-
-std::string random_nonce() {
-  std::random_device device;
-  const uint64_t value = (static_cast<uint64_t>(device()) << 32) ^ device();
-  char text[17];
-  const auto [end, error] = std::to_chars(text, text + 16, value, 16);
-  return std::string(text, end);
-}
 
 EtcdOptions validated(EtcdOptions options) {
   validate(options);
@@ -45,7 +38,7 @@ EtcdKv::EtcdKv(boost::asio::io_context& io, EtcdOptions options)
       options_(validated(std::move(options))),
       client_(io, options_),
       lease_(client_, options_.lease_ttl, options_.keepalive_interval),
-      nonce_(random_nonce()) {}
+      nonce_(common::random_hex(8)) {}
 
 EtcdKv::~EtcdKv() {
   // Pending ops are abandoned: their work objects go first, then the client closes sockets.

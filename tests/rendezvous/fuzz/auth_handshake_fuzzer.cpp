@@ -120,8 +120,7 @@ void fuzz_agent_side(std::span<const std::uint8_t> reply) {
   const std::string store_nonce = challenge.substr(0, kAuthNonceBytes);
   if (!well_formed ||
       challenge.substr(kAuthNonceBytes) != store_proof(kSecret, agent_nonce, store_nonce) ||
-      answer.proof_request !=
-          auth_proof_request(agent_proof(kSecret, store_nonce, agent_nonce))) {
+      answer.proof_request != auth_proof_request(agent_proof(kSecret, store_nonce, agent_nonce))) {
     std::abort();  // believed a store that did not prove the secret, or answered wrongly
   }
 }
