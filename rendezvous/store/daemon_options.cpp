@@ -29,7 +29,8 @@ std::string daemon_usage() {
          "  --max-value-bytes N       longest value accepted (8388608)\n"
          "  --max-keys-per-request N  most keys in one CHECK/WAIT/MULTI_* (131072)\n"
          "  --max-memory-bytes N      memory budget: data, waits, buffers (4294967296)\n"
-         "  --max-connections N       most concurrent connections (65536)\n"
+         "  --max-connections N       most concurrent connections (65536, or what the\n"
+         "                            descriptor limit allows when that is less)\n"
          "  --legacy-generation G     clients without VALIDATE speak g0 (<= 2.0, default)\n"
          "                            or g1 (2.1)\n"
          "  --log-level L             quiet, error, warning (default), info, debug\n"
@@ -68,7 +69,11 @@ std::variant<DaemonOptions, std::string> parse_daemon_options(
       {"--max-value-bytes", size_option(server.limits.max_value_bytes)},
       {"--max-keys-per-request", size_option(server.limits.max_keys_per_request)},
       {"--max-memory-bytes", size_option(server.limits.max_total_bytes)},
-      {"--max-connections", size_option(server.limits.max_connections)},
+      {"--max-connections",
+       [&](const std::string& value) {
+         options.max_connections_given = true;
+         return parse_size(value, server.limits.max_connections);
+       }},
       {"--legacy-generation",
        [&](const std::string& value) {
          if (value == "g0") {

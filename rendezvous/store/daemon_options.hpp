@@ -13,6 +13,9 @@ namespace ddprun::rendezvous::store {
 struct DaemonOptions {
   StoreServerOptions server;  // server.secret is read by main, from secret_file or the env
   std::optional<std::string> secret_file;  // --secret-file
+  // --max-connections was given: a limit the descriptors cannot honour is warned about; the
+  // default instead shrinks to what the descriptor limit allows.
+  bool max_connections_given = false;
   bool show_help = false;
 };
 

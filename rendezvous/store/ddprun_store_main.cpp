@@ -19,16 +19,32 @@ using namespace ddprun::rendezvous::store;
 
 // Many clients means many descriptors (PyTorch <= 2.0 clients open two each): like any
 // production daemon, take the soft limit up to the hard one, and the hard one up to
-// --max-connections where we may (CAP_SYS_RESOURCE); say so when the limit stays below it.
-void raise_descriptor_limit_for(const StoreServerOptions& server) {
+// --max-connections where we may (CAP_SYS_RESOURCE). When the limit stays below it, the default
+// shrinks to fit (a note at info level); a limit the user asked for stays, with a warning that
+// says why it cannot be honoured. Either is printed after the address line.
+struct LogNote {
+  StoreLogLevel level = StoreLogLevel::info;
+  std::string text;
+};
+
+std::optional<LogNote> fit_descriptor_limit(DaemonOptions& options) {
   constexpr rlim_t kSpare = 64;  // listening socket, standard streams, logs
-  const rlim_t wanted = server.limits.max_connections + kSpare;
+  auto& limits = options.server.limits;
+  const rlim_t wanted = limits.max_connections + kSpare;
   const auto limit = raise_descriptor_limit(wanted);
-  if (const auto shortage = descriptor_shortage(limit, wanted)) {
-    store_log(server.log_level, StoreLogLevel::warning,
-              "--max-connections " + std::to_string(server.limits.max_connections) + " " +
-                  *shortage + "; accepts beyond it fail with EMFILE and are retried");
+  const auto shortage = descriptor_shortage(limit, wanted);
+  if (!shortage) {
+    return std::nullopt;
   }
+  if (options.max_connections_given) {
+    return LogNote{StoreLogLevel::warning,
+                   "--max-connections " + std::to_string(limits.max_connections) + " " + *shortage +
+                       "; accepts beyond it fail with EMFILE and are retried"};
+  }
+  limits.max_connections = connections_within(limit, kSpare);
+  return LogNote{StoreLogLevel::info, "at most " + std::to_string(limits.max_connections) +
+                                          " connections: the descriptor limit (RLIMIT_NOFILE " +
+                                          std::to_string(limit.soft) + ") allows no more"};
 }
 
 std::optional<std::string> environment_value(const char* name) {
@@ -67,10 +83,14 @@ int run(int argc, char** argv) {
   sigaddset(&stop_signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
-  raise_descriptor_limit_for(options.server);
+  const auto limit_note = fit_descriptor_limit(options);
 
   const auto server = StoreServer::start(options.server);
+  // The address is the first line whatever else is said (scripts read it).
   std::cout << server->host() << ":" << server->port() << std::endl;
+  if (limit_note) {
+    store_log(options.server.log_level, limit_note->level, limit_note->text);
+  }
 
   int received = 0;
   sigwait(&stop_signals, &received);

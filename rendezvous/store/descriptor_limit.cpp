@@ -49,6 +49,10 @@ DescriptorLimit raise_descriptor_limit(rlim_t wanted) {
   return current_limit();
 }
 
+std::size_t connections_within(DescriptorLimit limit, rlim_t spare) {
+  return limit.soft > spare ? static_cast<std::size_t>(limit.soft - spare) : 1;
+}
+
 std::optional<std::string> descriptor_shortage(DescriptorLimit limit, rlim_t needed) {
   if (limit.soft >= needed) {
     return std::nullopt;

@@ -5,6 +5,7 @@
 
 #include <sys/resource.h>
 
+#include <cstddef>
 #include <optional>
 #include <string>
 
@@ -22,6 +23,9 @@ DescriptorLimit descriptor_limit_to_ask(DescriptorLimit current, rlim_t wanted, 
 // Raises RLIMIT_NOFILE towards `wanted` (first soft and hard, then, when raising the hard limit
 // is refused, the soft limit to the hard one). Returns the limit in force afterwards.
 DescriptorLimit raise_descriptor_limit(rlim_t wanted);
+
+// How many connections `limit` leaves room for, keeping `spare` descriptors (at least 1).
+std::size_t connections_within(DescriptorLimit limit, rlim_t spare);
 
 // nullopt when `limit.soft` covers `needed` descriptors, else a message naming the limit, the
 // kernel's fs.nr_open and what to do.

@@ -84,6 +84,42 @@ TEST_CASE("ddprun-store rejects bad arguments with a message and exit code 2", "
   CHECK(busy.exit_code(10s) == 1);
 }
 
+// Everything ddprun-store says, both streams, from a shell that first lowers the descriptor
+// limit to 512 (soft and hard, so the store cannot raise it).
+std::vector<std::string> lines_under_512_descriptors(const std::string& options) {
+  ChildProcess store({"/bin/sh", "-c",
+                      "ulimit -n 512 && exec " + kStore +
+                          " --host 127.0.0.1 --port 0 --log-level info " + options + " 2>&1"});
+  std::vector<std::string> lines;
+  while (auto line = store.read_line(10s)) {
+    lines.push_back(*line);
+    if (lines.size() == 1) {
+      store.signal(SIGTERM);  // it is up: stop it, and read what it said until then
+    }
+  }
+  CHECK(store.exit_code(10s) == 0);
+  return lines;
+}
+
+TEST_CASE("ddprun-store's default connection limit fits the descriptor limit", "[integration]") {
+  SECTION("the default shrinks to fit, with a note after the address; no warning") {
+    const auto lines = lines_under_512_descriptors("");
+    REQUIRE(lines.size() >= 2);
+    CHECK(lines[0].rfind("127.0.0.1:", 0) == 0);
+    CHECK(lines[1].find("at most 448 connections") != std::string::npos);
+    for (const auto& line : lines) {
+      CHECK(line.find("warning") == std::string::npos);
+    }
+  }
+  SECTION("a limit asked for that cannot be honoured: a warning, after the address") {
+    const auto lines = lines_under_512_descriptors("--max-connections 100000");
+    REQUIRE(lines.size() >= 2);
+    CHECK(lines[0].rfind("127.0.0.1:", 0) == 0);
+    CHECK(lines[1].find("warning: --max-connections 100000 needs about 100064 descriptors") !=
+          std::string::npos);
+  }
+}
+
 TEST_CASE("ddprun-store holds 10,000 concurrent connections", "[integration]") {
   constexpr int kClients = 10000;
   rlimit limit{};
