@@ -82,7 +82,16 @@ class RoundMachine {
     kLeave,
     kStoreLost
   };
-  // What an op's reply is for.
+  // What an op's reply is for. Where each step's reply is handled:
+  //   round_machine_join.cpp   on_reply, by group: the --nnodes check (on_config_reply), the
+  //                            dynamic join's counts (on_join_count_reply) and close
+  //                            (on_close_reply), the static join (on_static_join_reply), the
+  //                            assignment and the workers' store (on_assignment_reply)
+  //   round_machine_watch.cpp  on_running_reply: heartbeats, loss, wake-ups and hangs
+  //                            (on_watch_reply), the round's state (on_round_state_reply)
+  //   round_machine_end.cpp    on_ending_reply: a failure (on_failure_reply), the exit barrier
+  //                            (on_exit_barrier_reply), closing and leaving (on_closing_reply)
+  // A step no group claims is an internal error.
   enum class Step : uint8_t {
     kConfigClaim,
     kMismatchCloseClaim,
@@ -240,9 +249,26 @@ class RoundMachine {
   bool elastic() const { return config_.mode == RoundMode::kDynamic; }
   int participants() const;
 
+  // Replies, by the phase their steps belong to (the map above Step says which handler and file
+  // each step's reply goes to). A group's handler says whether the step was its own, and
+  // whether the reply counts down the join's outstanding replies.
+  enum class Handled : uint8_t { kNotMine, kDone, kCountsDown };
   void on_reply(const Pending& pending, const KvResult& result, MachineTime now);
+  Handled on_config_reply(const Pending& pending, const KvResult& result, MachineTime now);
+  Handled on_join_count_reply(const Pending& pending, const KvResult& result, MachineTime now);
+  Handled on_close_reply(const Pending& pending, const KvResult& result, MachineTime now);
+  Handled on_static_join_reply(const Pending& pending, const KvResult& result, MachineTime now);
+  Handled on_assignment_reply(const Pending& pending, const KvResult& result, MachineTime now);
+  void count_down_join_replies(Step step, MachineTime now);
   void on_running_reply(const Pending& pending, const KvResult& result, MachineTime now);
+  bool on_watch_reply(const Pending& pending, const KvResult& result, MachineTime now);
+  bool on_round_state_reply(const Pending& pending, const KvResult& result, MachineTime now);
   void on_ending_reply(const Pending& pending, const KvResult& result, MachineTime now);
+  bool on_failure_reply(const Pending& pending, const KvResult& result, MachineTime now);
+  void failure_checks_done(MachineTime now);
+  bool on_exit_barrier_reply(const Pending& pending, const KvResult& result);
+  bool on_closing_reply(const Pending& pending, const KvResult& result);
+  void close_rounds_after(const std::string& newest_text);
   void on_kv_error(const Pending& pending, const KvError& error, MachineTime now);
   void on_timer(MachineTime now);
   void on_signal(int signal, MachineTime now);

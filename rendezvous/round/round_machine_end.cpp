@@ -184,76 +184,64 @@ void RoundMachine::leave_step_done() {
 
 void RoundMachine::on_ending_reply(const Pending& pending, const KvResult& result,
                                    MachineTime now) {
+  if (!on_failure_reply(pending, result, now) && !on_exit_barrier_reply(pending, result) &&
+      !on_closing_reply(pending, result)) {
+    throw RendezvousError("internal error: a reply for an unknown step");
+  }
+}
+
+// A local failure: who decides (the fail claim), what (restarts left, a node already finished),
+// and reading another node's decision.
+bool RoundMachine::on_failure_reply(const Pending& pending, const KvResult& result,
+                                    MachineTime now) {
   switch (pending.step) {
-    // ---- a local failure ----
     case Step::kFailClaimCheck:
       check_token(value_of(result), keys_.fail_claim(current_->round));
       report_->claimed = value_of(result).has_value();
       if (--report_->checks_outstanding == 0) {
         report_checks_done(now);
       }
-      return;
+      return true;
     case Step::kFailLostCheck:
       report_->lost_seen = checked_counter(counter_of(result), 0, kMaxCount,
                                            keys_.lost(current_->round), "lost nodes") > 0;
       if (--report_->checks_outstanding == 0) {
         report_checks_done(now);
       }
-      return;
+      return true;
     case Step::kFailAppend:
     case Step::kFailedSet:
-      return;
+      return true;
     case Step::kFailClaim: {
       const uint64_t r = current_->round;
       check_token(value_of(result), keys_.fail_claim(r));
       if (value_of(result) != config_.self.nonce) {
         issue(Step::kFailedWait,
               KvWait{{keys_.failed(r)}, to_millis(config_.settings.close_timeout)}, Group::kReport);
-        return;
+        return true;
       }
       report_->checks_outstanding = 2;
       issue(Step::kRestartsAdd, KvAdd{keys_.restarts(), 1}, Group::kReport);
       issue(Step::kExitCountRead, KvCountTickets{keys_.exit_count(r)}, Group::kReport);
-      return;
+      return true;
     }
     case Step::kRestartsAdd:
-    case Step::kExitCountRead: {
-      if (pending.step == Step::kRestartsAdd) {
-        report_->restarts_after =
-            checked_counter(counter_of(result), 1, kMaxRestarts, keys_.restarts(), "restarts");
-      } else {
-        // reused: a node already finished
-        report_->lost_seen =
-            checked_counter(counter_of(result), 0, kMaxCount, keys_.exit_count(current_->round),
-                            "finished nodes") > 0;
-      }
-      if (--report_->checks_outstanding > 0) {
-        return;
-      }
-      const uint64_t r = current_->round;
-      const int n = current_->assignment.group_world_size;
-      FailureDecision d = decide_failure(report_->restarts_after, config_.max_restarts);
-      if (report_->lost_seen) {
-        // A node of this round already finished its workers: the gang cannot restart as one,
-        // so the job fails now instead of waiting for a node that will never rejoin.
-        d = FailureDecision::kExhausted;
-      }
-      issue(Step::kFailedSet, KvSet{keys_.failed(r), to_string(d)}, Group::kReport);
-      auto interrupt = keys_.for_slots(n, [&](int s) { return keys_.wake(r, s); });
-      interrupt.push_back(keys_.exit_done(r));  // releases nodes in the exit barrier
-      const auto count = interrupt.size();
-      issue(Step::kInterrupt,
-            KvMultiSet{std::move(interrupt), std::vector<std::string>(count, "interrupted")},
-            Group::kReport);
-      decision_known(d, now);
-      return;
-    }
+      report_->restarts_after =
+          checked_counter(counter_of(result), 1, kMaxRestarts, keys_.restarts(), "restarts");
+      failure_checks_done(now);
+      return true;
+    case Step::kExitCountRead:
+      // reused: a node already finished
+      report_->lost_seen = checked_counter(counter_of(result), 0, kMaxCount,
+                                           keys_.exit_count(current_->round), "finished nodes") > 0;
+      failure_checks_done(now);
+      return true;
     case Step::kFailedWait:
       require_ready(result, config_.where,
                     "another node claimed this round's failure but published no decision "
                     "within close_timeout");
       issue(Step::kFailedRead, KvGet{keys_.failed(current_->round)}, Group::kReport);
-      return;
+      return true;
     case Step::kFailedRead: {
       const std::string text = value_of(result).value_or("");
       const auto decision = parse_failure_decision(text);
@@ -262,36 +250,72 @@ void RoundMachine::on_ending_reply(const Pending& pending, const KvResult& resul
                             "holds " + shown_value(text) + ", not a failure decision");
       }
       decision_known(*decision, now);
-      return;
+      return true;
     }
+    default:
+      return false;
+  }
+}
 
-    // ---- success: the exit barrier ----
+// The fail claim's winner, once it knows the restarts and whether a node already finished:
+// decides, publishes the decision and interrupts every node of the round.
+void RoundMachine::failure_checks_done(MachineTime now) {
+  if (--report_->checks_outstanding > 0) {
+    return;
+  }
+  const uint64_t r = current_->round;
+  const int n = current_->assignment.group_world_size;
+  FailureDecision d = decide_failure(report_->restarts_after, config_.max_restarts);
+  if (report_->lost_seen) {
+    // A node of this round already finished its workers: the gang cannot restart as one,
+    // so the job fails now instead of waiting for a node that will never rejoin.
+    d = FailureDecision::kExhausted;
+  }
+  issue(Step::kFailedSet, KvSet{keys_.failed(r), to_string(d)}, Group::kReport);
+  auto interrupt = keys_.for_slots(n, [&](int s) { return keys_.wake(r, s); });
+  interrupt.push_back(keys_.exit_done(r));  // releases nodes in the exit barrier
+  const auto count = interrupt.size();
+  issue(Step::kInterrupt,
+        KvMultiSet{std::move(interrupt), std::vector<std::string>(count, "interrupted")},
+        Group::kReport);
+  decision_known(d, now);
+}
+
+// Success: the exit barrier.
+bool RoundMachine::on_exit_barrier_reply(const Pending& pending, const KvResult& result) {
+  switch (pending.step) {
     case Step::kExitAdd:
       if (checked_counter(counter_of(result), 1, kMaxCount, keys_.exit_count(current_->round),
                           "finished nodes") >= participants()) {
         issue(Step::kExitDoneSet, KvSet{keys_.exit_done(current_->round), "1"});
       }
-      return;
+      return true;
     case Step::kExitDoneSet:
-      return;
+      return true;
     case Step::kExitWait:
       if (!ready_of(result)) {
         notice("exit_barrier",
                "exit barrier: not every node finished within " +
                    std::to_string(static_cast<int>(config_.exit_barrier_timeout.count())) + " s");
         close_job(kExitSuccess, "workers succeeded", {});
-        return;
+        return true;
       }
       issue(Step::kExitDoneRead, KvGet{keys_.exit_done(current_->round)});
-      return;
+      return true;
     case Step::kExitDoneRead:
       if (value_of(result) == std::optional<std::string>("interrupted")) {
         notice("exit_barrier", "exit barrier: another node failed or left the round");
       }
       close_job(kExitSuccess, "workers succeeded", {});
-      return;
+      return true;
+    default:
+      return false;
+  }
+}
 
-    // ---- a failed job, closing, leaving ----
+// A failed job, closing, leaving.
+bool RoundMachine::on_closing_reply(const Pending& pending, const KvResult& result) {
+  switch (pending.step) {
     case Step::kFailuresRead: {
       std::vector<WorkerFailure> failures;
       if (const auto& text = value_of(result)) {
@@ -302,36 +326,17 @@ void RoundMachine::on_ending_reply(const Pending& pending, const KvResult& resul
       }
       close_job(kExitFailure, "workers failed",
                 merge_failures(std::move(failures), stopped_failures_));
-      return;
+      return true;
     }
     case Step::kCloseJob:
     case Step::kCloseReform:
     case Step::kCloseLaterSet:
     case Step::kLeaveLost:
     case Step::kLeaveWake:
-      return;
-    case Step::kCloseNewest: {
-      uint64_t newest = 0;
-      const std::string text = value_of(result).value_or("0");
-      for (char c : text) {
-        if (c < '0' || c > '9' || newest > (UINT64_MAX - 9) / 10) {
-          newest = 0;
-          break;
-        }
-        newest = newest * 10 + static_cast<uint64_t>(c - '0');
-      }
-      const uint64_t r = current_->round;
-      newest = std::max(newest, r + 1);
-      close_outstanding_ = 0;
-      // Claiming the close is exclusive: a later round that already formed is left alone.
-      for (uint64_t later = r + 1; later <= newest && later <= r + 2; ++later) {
-        issue(Step::kCloseLaterClaim,
-              KvCompareSet{keys_.close_claim(later), std::nullopt, config_.self.nonce},
-              Group::kFlow, static_cast<int64_t>(later));
-        ++close_outstanding_;
-      }
-      return;
-    }
+      return true;
+    case Step::kCloseNewest:
+      close_rounds_after(value_of(result).value_or("0"));
+      return true;
     case Step::kCloseLaterClaim:
       if (value_of(result) == config_.self.nonce) {
         issue(Step::kCloseLaterSet, KvSet{keys_.closed(static_cast<uint64_t>(pending.aux)),
@@ -341,14 +346,14 @@ void RoundMachine::on_ending_reply(const Pending& pending, const KvResult& resul
       if (--close_outstanding_ == 0) {
         issue(Step::kLeftAdd, KvTakeTicket{keys_.left(current_->round), config_.self.nonce});
       }
-      return;
+      return true;
     case Step::kCloseLaterStatic:
       issue(Step::kLeftAdd, KvTakeTicket{keys_.left(current_->round), config_.self.nonce});
-      return;
+      return true;
     case Step::kLeftAdd:
       if (counter_of(result) >= participants()) {
         issue(Step::kAllLeftSet, KvSet{keys_.all_left(current_->round), "1"});
-        return;
+        return true;
       }
       [[fallthrough]];
     case Step::kAllLeftSet:
@@ -359,15 +364,38 @@ void RoundMachine::on_ending_reply(const Pending& pending, const KvResult& resul
       if (phase_ == Phase::kClosing && config_.hosts_store && participants() > 1) {
         issue(Step::kAllLeftWait,
               KvWait{{keys_.all_left(current_->round)}, to_millis(config_.settings.close_timeout)});
-        return;
+        return true;
       }
       finish(close_status_, close_reason_, close_failures_);
-      return;
+      return true;
     case Step::kAllLeftWait:
       finish(close_status_, close_reason_, close_failures_);
-      return;
+      return true;
     default:
-      throw RendezvousError("internal error: a reply for an unknown step");
+      return false;
+  }
+}
+
+// Closing: the rounds after this one that may be forming (up to two, never past the newest the
+// store knows) are closed with an error, each by whoever claims its close.
+void RoundMachine::close_rounds_after(const std::string& newest_text) {
+  uint64_t newest = 0;
+  for (char c : newest_text) {
+    if (c < '0' || c > '9' || newest > (UINT64_MAX - 9) / 10) {
+      newest = 0;
+      break;
+    }
+    newest = newest * 10 + static_cast<uint64_t>(c - '0');
+  }
+  const uint64_t r = current_->round;
+  newest = std::max(newest, r + 1);
+  close_outstanding_ = 0;
+  // Claiming the close is exclusive: a later round that already formed is left alone.
+  for (uint64_t later = r + 1; later <= newest && later <= r + 2; ++later) {
+    issue(Step::kCloseLaterClaim,
+          KvCompareSet{keys_.close_claim(later), std::nullopt, config_.self.nonce}, Group::kFlow,
+          static_cast<int64_t>(later));
+    ++close_outstanding_;
   }
 }
 

@@ -329,31 +329,57 @@ void RoundMachine::workers_store_known(std::string addr, uint16_t port, MachineT
 }
 
 void RoundMachine::on_reply(const Pending& pending, const KvResult& result, MachineTime now) {
-  const uint64_t r = join_.round;
+  for (const auto handler : {&RoundMachine::on_config_reply, &RoundMachine::on_join_count_reply,
+                             &RoundMachine::on_close_reply, &RoundMachine::on_static_join_reply,
+                             &RoundMachine::on_assignment_reply}) {
+    switch ((this->*handler)(pending, result, now)) {
+      case Handled::kNotMine:
+        continue;
+      case Handled::kDone:
+        return;
+      case Handled::kCountsDown:
+        count_down_join_replies(pending.step, now);
+        return;
+    }
+  }
+  on_running_reply(pending, result, now);
+}
+
+// The --nnodes check: does every agent agree?
+RoundMachine::Handled RoundMachine::on_config_reply(const Pending& pending, const KvResult& result,
+                                                    MachineTime now) {
   switch (pending.step) {
-    // ---- the --nnodes check ----
     case Step::kConfigClaim:
       check_config_reply(value_of(result).value_or(""));
       if (elastic()) {
-        break;  // counts down with the first round's claim
+        return Handled::kCountsDown;  // with the first round's claim
       }
       if (config_checked_) {
         begin_static_round(join_.round, now);
       }
-      return;
+      return Handled::kDone;
     case Step::kMismatchCloseClaim:
       check_token(value_of(result), keys_.close_claim(static_cast<uint64_t>(pending.aux)));
       if (value_of(result) == config_.self.nonce) {
         issue(Step::kMismatchClosed, KvSet{keys_.closed(static_cast<uint64_t>(pending.aux)),
                                            "error " + mismatch_message_});
-        return;
+        return Handled::kDone;
       }
       throw RendezvousError(mismatch_message_);
     case Step::kMismatchClosed:
     case Step::kMismatchStaticFill:
       throw RendezvousError(mismatch_message_);
+    default:
+      return Handled::kNotMine;
+  }
+}
 
-    // ---- dynamic join ----
+// The dynamic join: the round, the previous round's counts, the expected and joined nodes.
+RoundMachine::Handled RoundMachine::on_join_count_reply(const Pending& pending,
+                                                        const KvResult& result,
+                                                        MachineTime /*now*/) {
+  const uint64_t r = join_.round;
+  switch (pending.step) {
     case Step::kRoundClaim: {
       uint64_t round = parse_round_number(value_of(result), keys_.round());
       if (pending.aux >= 0) {
@@ -361,16 +387,16 @@ void RoundMachine::on_reply(const Pending& pending, const KvResult& result, Mach
         round = std::max(round, static_cast<uint64_t>(pending.aux) + 1);
       }
       join_.round = round;
-      break;
+      return Handled::kCountsDown;
     }
     case Step::kPrevLost:
       join_.prev_lost = static_cast<int>(checked_counter(
           counter_of(result), 0, kMaxCount, keys_.lost(current_->round), "lost nodes"));
-      break;
+      return Handled::kCountsDown;
     case Step::kPrevWaiting:
       join_.prev_waiting = static_cast<int>(checked_counter(
           counter_of(result), 0, kMaxCount, keys_.waiting(current_->round), "waiting nodes"));
-      break;
+      return Handled::kCountsDown;
     case Step::kJobClosedCheck: {
       const auto& outcome = value_of(result);
       if (outcome && *outcome != "0" && *outcome != "1") {
@@ -379,22 +405,32 @@ void RoundMachine::on_reply(const Pending& pending, const KvResult& result, Mach
       }
       join_.job_closed = outcome.has_value();
       join_.job_succeeded = outcome == std::optional<std::string>("0");
-      break;
+      return Handled::kCountsDown;
     }
     case Step::kExpectedClaim:
       join_.expected = parse_count(value_of(result).value_or(""), 1, kMaxCount, keys_.expected(r),
                                    "expected nodes");
-      break;
+      return Handled::kCountsDown;
     case Step::kExpectedRead:
       if (const auto& v = value_of(result)) {
         join_.expected = parse_count(*v, 1, kMaxCount, keys_.expected(r), "expected nodes");
       }
-      break;
+      return Handled::kCountsDown;
     case Step::kJoinedAdd:
       join_.slot = static_cast<int>(
           checked_counter(counter_of(result), 1, kMaxCount, keys_.joined(r), "joined nodes"));
       issue(Step::kRecordSet, KvSet{keys_.node(r, join_.slot), encode_node_record(config_.self)});
-      break;
+      return Handled::kCountsDown;
+    default:
+      return Handled::kNotMine;
+  }
+}
+
+// The dynamic join's close: waiting for it, claiming it, timing out, joining late.
+RoundMachine::Handled RoundMachine::on_close_reply(const Pending& pending, const KvResult& result,
+                                                   MachineTime now) {
+  const uint64_t r = join_.round;
+  switch (pending.step) {
     case Step::kAwaitClose:
       // The closed key is written once (by the close claim's winner).
       if (!ready_of(result)) {
@@ -404,10 +440,10 @@ void RoundMachine::on_reply(const Pending& pending, const KvResult& result, Mach
       } else {
         issue(Step::kClosedRead, KvGet{keys_.closed(r)});
       }
-      return;
+      return Handled::kDone;
     case Step::kClosedRead:
       closed_read(value_of(result).value_or(""), now);
-      return;
+      return Handled::kDone;
     case Step::kCloseClaim:
       check_token(value_of(result), keys_.close_claim(r));
       if (value_of(result) == config_.self.nonce) {
@@ -417,7 +453,7 @@ void RoundMachine::on_reply(const Pending& pending, const KvResult& result, Mach
       } else {
         act(AwaitClose{join_.deadline}, now);
       }
-      return;
+      return Handled::kDone;
     case Step::kClosedSet:
     case Step::kRecordSet:
     case Step::kReformSet:
@@ -425,16 +461,16 @@ void RoundMachine::on_reply(const Pending& pending, const KvResult& result, Mach
     case Step::kWakeRound:
     case Step::kAssignPublish:
     case Step::kMasterSet:
-      return;
+      return Handled::kDone;
     case Step::kJoinedCount:
       act(join_.decisions->on_joined_count(static_cast<int>(
               checked_counter(counter_of(result), 0, kMaxCount, keys_.joined(r), "joined nodes"))),
           now);
-      return;
+      return Handled::kDone;
     case Step::kTimeoutCount:
       join_timed_out(static_cast<int>(
           checked_counter(counter_of(result), 0, kMaxCount, keys_.joined(r), "joined nodes")));
-      return;
+      return Handled::kDone;
     case Step::kReformWait:
       require_ready(result, config_.where,
                     "timed out after " + seconds_text(config_.settings.join_timeout) +
@@ -442,20 +478,29 @@ void RoundMachine::on_reply(const Pending& pending, const KvResult& result, Mach
                         " to end");
       issue(Step::kRoundAdvanceLate,
             KvCompareSet{keys_.round(), std::to_string(r), std::to_string(r + 1)});
-      return;
+      return Handled::kDone;
     case Step::kRoundAdvanceLate:
       join_.expected = 0;
       join_round(std::max(parse_round_number(value_of(result), keys_.round()), r + 1), now);
-      return;
+      return Handled::kDone;
+    default:
+      return Handled::kNotMine;
+  }
+}
 
-    // ---- static join ----
+// The static join: node 0 assigns the fixed ranks.
+RoundMachine::Handled RoundMachine::on_static_join_reply(const Pending& pending,
+                                                         const KvResult& result,
+                                                         MachineTime /*now*/) {
+  const uint64_t r = join_.round;
+  switch (pending.step) {
     case Step::kStaticRound:
       join_.round = static_cast<uint64_t>(
           checked_counter(counter_of(result), 0, kMaxRestarts, keys_.restarts(), "restarts"));
       issue(Step::kConfigClaim,
             KvCompareSet{keys_.config(), std::nullopt,
                          nnodes_text(config_.self.min_nodes, config_.self.max_nodes)});
-      return;
+      return Handled::kDone;
     case Step::kStaticRecordsWait: {
       auto record_keys =
           keys_.for_slots(static_cast<int>(pending.aux), [&](int s) { return keys_.node(r, s); });
@@ -467,7 +512,7 @@ void RoundMachine::on_reply(const Pending& pending, const KvResult& result, Mach
         issue(Step::kStaticCountPresent, KvMultiGet{std::move(record_keys)}, Group::kFlow,
               pending.aux);
       }
-      return;
+      return Handled::kDone;
     }
     case Step::kStaticCountPresent: {
       const auto& values = values_of(result);
@@ -485,8 +530,16 @@ void RoundMachine::on_reply(const Pending& pending, const KvResult& result, Mach
                        std::vector<std::string>(count, encode_assignment_error(message))});
       throw RendezvousError(message);
     }
+    default:
+      return Handled::kNotMine;
+  }
+}
 
-    // ---- assignment and the workers' store ----
+// The assignment and the workers' store.
+RoundMachine::Handled RoundMachine::on_assignment_reply(const Pending& pending,
+                                                        const KvResult& result, MachineTime now) {
+  const uint64_t r = join_.round;
+  switch (pending.step) {
     case Step::kRecordsWait: {
       const int n = static_cast<int>(pending.aux);
       if (!ready_of(result)) {
@@ -498,27 +551,27 @@ void RoundMachine::on_reply(const Pending& pending, const KvResult& result, Mach
         issue(Step::kAssignPublish,
               KvMultiSet{std::move(assign_keys),
                          std::vector<std::string>(count, encode_assignment_error(message))});
-        return;
+        return Handled::kDone;
       }
       issue(Step::kRecordsRead,
             KvMultiGet{keys_.for_slots(n, [&](int s) { return keys_.node(r, s); })});
       issue(Step::kRestartsRead, KvAdd{keys_.restarts(), 0});
       join_.replies_outstanding = 2;
-      return;
+      return Handled::kDone;
     }
     case Step::kRecordsRead:
       records_ = values_of(result);
       if (--join_.replies_outstanding == 0) {
         publish_assignments(records_, restarts_read_);
       }
-      return;
+      return Handled::kDone;
     case Step::kRestartsRead:
       restarts_read_ =
           checked_counter(counter_of(result), 0, kMaxRestarts, keys_.restarts(), "restarts");
       if (--join_.replies_outstanding == 0) {
         publish_assignments(records_, restarts_read_);
       }
-      return;
+      return Handled::kDone;
     case Step::kAssignWait:
       require_ready(
           result, config_.where,
@@ -531,10 +584,10 @@ void RoundMachine::on_reply(const Pending& pending, const KvResult& result, Mach
       } else {
         issue(Step::kAssignRead, KvGet{keys_.assignment(r, join_.slot)});
       }
-      return;
+      return Handled::kDone;
     case Step::kAssignRead:
       assignment_read(value_of(result).value_or(""), now);
-      return;
+      return Handled::kDone;
     case Step::kMasterWait:
       require_ready(result, config_.where,
                     "the round's rank 0 did not publish the workers' store within "
@@ -545,15 +598,17 @@ void RoundMachine::on_reply(const Pending& pending, const KvResult& result, Mach
       } else {
         issue(Step::kMasterRead, KvGet{keys_.master(current_->round)});
       }
-      return;
+      return Handled::kDone;
     case Step::kMasterRead:
       master_read(value_of(result).value_or(""), now);
-      return;
+      return Handled::kDone;
     default:
-      on_running_reply(pending, result, now);
-      return;
+      return Handled::kNotMine;
   }
-  // Steps that count down the join's replies.
+}
+
+// A reply that counts down the join's outstanding replies; the last one moves the join on.
+void RoundMachine::count_down_join_replies(Step step, MachineTime now) {
   if (--join_.replies_outstanding > 0) {
     return;
   }
@@ -569,8 +624,7 @@ void RoundMachine::on_reply(const Pending& pending, const KvResult& result, Mach
     join_round(join_.round, now);
     return;
   }
-  if (pending.step == Step::kRoundClaim || pending.step == Step::kPrevLost ||
-      pending.step == Step::kPrevWaiting) {
+  if (step == Step::kRoundClaim || step == Step::kPrevLost || step == Step::kPrevWaiting) {
     if (current_) {
       join_.expected =
           next_round_expected_nodes(current_->assignment.group_world_size, join_.prev_lost,

@@ -206,13 +206,20 @@ void RoundMachine::reform(MachineTime now) {
 
 void RoundMachine::on_running_reply(const Pending& pending, const KvResult& result,
                                     MachineTime now) {
+  if (!on_watch_reply(pending, result, now) && !on_round_state_reply(pending, result, now)) {
+    on_ending_reply(pending, result, now);
+  }
+}
+
+// Heartbeats, loss, wake-ups and hangs while the round runs.
+bool RoundMachine::on_watch_reply(const Pending& pending, const KvResult& result, MachineTime now) {
   switch (pending.step) {
     case Step::kBeat:
       watch_.beat_outstanding = false;
-      return;
+      return true;
     case Step::kProbe:
       probe_answered(answer_as<KvLiveness>(result, "a heartbeat probe"), now);
-      return;
+      return true;
     case Step::kLossCheckExit:
       if (checked_counter(counter_of(result), 0, kMaxCount, keys_.exit_count(current_->round),
                           "finished nodes") > 0) {
@@ -220,17 +227,17 @@ void RoundMachine::on_running_reply(const Pending& pending, const KvResult& resu
       } else {
         declare_loss(now);
       }
-      return;
+      return true;
     case Step::kLostAdd:
     case Step::kInterrupt:
     case Step::kAllLeftSetForLost:
-      return;
+      return true;
     case Step::kLeftAddForLost:
       if (checked_counter(counter_of(result), 0, kMaxCount, keys_.left(current_->round),
                           "nodes that left") >= current_->assignment.group_world_size) {
         issue(Step::kAllLeftSetForLost, KvSet{keys_.all_left(current_->round), "1"}, Group::kWatch);
       }
-      return;
+      return true;
     case Step::kLostRecordRead: {
       const int slot = static_cast<int>(pending.aux);
       std::string who = "in slot " + std::to_string(slot);
@@ -246,7 +253,7 @@ void RoundMachine::on_running_reply(const Pending& pending, const KvResult& resu
                  std::to_string(static_cast<int>(config_.settings.keep_alive_interval.count() *
                                                  config_.settings.keep_alive_max_attempt)) +
                  " s: declared lost");
-      return;
+      return true;
     }
     case Step::kWakeWait:
       if (ready_of(result)) {
@@ -256,25 +263,35 @@ void RoundMachine::on_running_reply(const Pending& pending, const KvResult& resu
               KvWait{{keys_.wake(current_->round, current_->slot)}, to_millis(config_.wake_wait)},
               Group::kWatch);
       }
-      return;
+      return true;
     case Step::kHangPublish:
     case Step::kHangAck:
-      return;
+      return true;
     case Step::kHangAcksWait:
       release_hung_worker(ready_of(result));
-      return;
+      return true;
     case Step::kHangWait:
       if (ready_of(result)) {
         issue(Step::kHangRead, KvGet{keys_.hang(current_->round)}, Group::kWatch);
       } else {
         wait_for_peer_hang();
       }
-      return;
+      return true;
     case Step::kHangRead:
       if (const auto& text = value_of(result); text && !watch_.hang_published) {
         capture_for_peer_hang(*text);
       }
-      return;
+      return true;
+    default:
+      return false;
+  }
+}
+
+// The round's state (a failure decision, lost and waiting nodes), read after a wake-up: the last
+// of its three replies acts on it.
+bool RoundMachine::on_round_state_reply(const Pending& pending, const KvResult& result,
+                                        MachineTime now) {
+  switch (pending.step) {
     case Step::kStateFailed:
       if (const auto& text = value_of(result)) {
         watch_.seen.failure = parse_failure_decision(*text);
@@ -293,12 +310,12 @@ void RoundMachine::on_running_reply(const Pending& pending, const KvResult& resu
                                                   keys_.waiting(current_->round), "waiting nodes");
       break;
     default:
-      on_ending_reply(pending, result, now);
-      return;
+      return false;
   }
   if (--watch_.state_replies == 0) {
     round_state_read(now);
   }
+  return true;
 }
 
 // A hang, on the node that has it: publish it, so the others (waiting on the key) capture
