@@ -43,14 +43,17 @@ std::string daemon_usage() {
          "  -h, --help                show this help\n";
 }
 
-std::variant<DaemonOptions, std::string> parse_daemon_options(
-    const std::vector<std::string>& args) {
-  DaemonOptions options;
+namespace {
+
+using OptionHandlers = std::map<std::string, std::function<bool(const std::string&)>>;
+
+// What each option does to `options`; a handler returns false for a value it cannot take.
+OptionHandlers option_handlers(DaemonOptions& options) {
   auto& server = options.server;
   auto size_option = [](std::size_t& target) {
     return [&target](const std::string& value) { return parse_size(value, target); };
   };
-  const std::map<std::string, std::function<bool(const std::string&)>> handlers{
+  return {
       {"--host",
        [&](const std::string& value) {
          server.host = value;
@@ -100,6 +103,15 @@ std::variant<DaemonOptions, std::string> parse_daemon_options(
          return level.has_value();
        }},
   };
+}
+
+}  // namespace
+
+std::variant<DaemonOptions, std::string> parse_daemon_options(
+    const std::vector<std::string>& args) {
+  DaemonOptions options;
+  const auto& server = options.server;
+  const OptionHandlers handlers = option_handlers(options);
   for (std::size_t i = 0; i < args.size(); ++i) {
     std::string name = args[i];
     if (name == "-h" || name == "--help") {

@@ -375,152 +375,184 @@ std::optional<std::string> StoreState::handle_queue_pop(ConnectionId from, Reque
   return std::nullopt;
 }
 
-std::optional<std::string> StoreState::handle(ConnectionId from, Request& request,
-                                              std::vector<OutgoingMessage>& out) {
-  switch (request.command) {
-    case Command::validate:
-      return std::nullopt;
-    case Command::set: {
-      const std::string& key = request.keys[0];
-      if (!store_value(key, std::move(request.values[0]), out)) {
-        return "memory budget exhausted by SET of key '" + printable_key(key) + "'";
-      }
-      wake_all(key, out);
-      return std::nullopt;
+std::optional<std::string> StoreState::handle_set(Request& request,
+                                                  std::vector<OutgoingMessage>& out) {
+  const std::string& key = request.keys[0];
+  if (!store_value(key, std::move(request.values[0]), out)) {
+    return "memory budget exhausted by SET of key '" + printable_key(key) + "'";
+  }
+  wake_all(key, out);
+  return std::nullopt;
+}
+
+std::optional<std::string> StoreState::handle_watch_key(ConnectionId from, Request& request,
+                                                        std::vector<OutgoingMessage>& out) {
+  const std::string& key = request.keys[0];
+  if (!budget_for(key).try_reserve(key.size() + kRegistrationOverhead)) {
+    return "memory budget exhausted by WATCH_KEY";
+  }
+  watchers_[key].push_back(from);
+  watched_by_[from].push_back(key);
+  out.push_back({from, one_byte(kWatchCallbackRegistered)});
+  return std::nullopt;
+}
+
+void StoreState::handle_delete(ConnectionId from, Request& request,
+                               std::vector<OutgoingMessage>& out) {
+  const std::string& key = request.keys[0];
+  const auto found = values_.find(key);
+  std::int64_t removed = 0;
+  if (found != values_.end()) {
+    if (watchers_.contains(key)) {
+      notify_watchers(kWatchKeyDeleted, key, found->second, std::string(), out);
     }
-    case Command::compare_set:
-      return handle_compare_set(from, request, out);
+    budget_for(key).release(entry_cost(key, found->second));
+    values_.erase(found);
+    removed = 1;
+  }
+  out.push_back({from, encoded_i64(removed)});
+}
+
+std::optional<std::string> StoreState::handle_append(Request& request,
+                                                     std::vector<OutgoingMessage>& out) {
+  const std::string& key = request.keys[0];
+  const auto found = values_.find(key);
+  std::string combined =
+      found == values_.end() ? std::move(request.values[0]) : found->second + request.values[0];
+  if (!store_value(key, std::move(combined), out)) {
+    return "memory budget exhausted by APPEND to key '" + printable_key(key) + "'";
+  }
+  wake_all(key, out);
+  return std::nullopt;
+}
+
+std::optional<std::string> StoreState::handle_multi_set(Request& request,
+                                                        std::vector<OutgoingMessage>& out) {
+  // Check the whole request against the budgets first, so it applies all or nothing.
+  std::size_t agents_growth = 0;
+  std::size_t open_growth = 0;
+  for (std::size_t i = 0; i < request.keys.size(); ++i) {
+    (is_agent_key(request.keys[i]) ? agents_growth : open_growth) +=
+        entry_cost(request.keys[i], request.values[i]);
+  }
+  const auto fits = [](const MemoryBudget& budget, std::size_t growth) {
+    return growth <= budget.limit() - budget.used();
+  };
+  const bool shared = &agents_budget_ == &open_budget_;
+  if (shared ? !fits(agents_budget_, agents_growth + open_growth)
+             : !fits(agents_budget_, agents_growth) || !fits(open_budget_, open_growth)) {
+    return "memory budget exhausted by MULTI_SET of " + std::to_string(request.keys.size()) +
+           " keys";
+  }
+  for (std::size_t i = 0; i < request.keys.size(); ++i) {
+    if (!store_value(request.keys[i], std::move(request.values[i]), out)) {
+      return "memory budget exhausted by MULTI_SET";
+    }
+    wake_all(request.keys[i], out);
+  }
+  return std::nullopt;
+}
+
+std::string StoreState::multi_get_reply(const Request& request) const {
+  std::string reply;
+  for (const auto& key : request.keys) {
+    const auto found = values_.find(key);
+    wire::append_bytes(reply, found == values_.end() ? std::string_view() : found->second);
+  }
+  return reply;
+}
+
+std::string StoreState::list_keys_reply(const Request& request) const {
+  const auto listed = [&request](const std::string& key) {
+    return !request.hide_agent_keys || !is_agent_key(key);
+  };
+  std::string reply;
+  wire::append_u64(reply, static_cast<std::uint64_t>(std::count_if(
+                              values_.begin(), values_.end(),
+                              [&listed](const auto& entry) { return listed(entry.first); })));
+  for (const auto& [key, value] : values_) {
+    if (listed(key)) {
+      wire::append_bytes(reply, key);
+    }
+  }
+  return reply;
+}
+
+// Answers a request that changes nothing, or nullopt when the request is not one of those.
+std::optional<std::string> StoreState::read_only_reply(const Request& request) const {
+  switch (request.command) {
     case Command::get: {
       const auto found = values_.find(request.keys[0]);
-      out.push_back({from, encoded_bytes(found == values_.end() ? std::string() : found->second)});
-      return std::nullopt;
+      return encoded_bytes(found == values_.end() ? std::string() : found->second);
     }
-    case Command::add:
-      return handle_add(from, request, out);
     case Command::check: {
       const bool ready = std::all_of(request.keys.begin(), request.keys.end(),
                                      [this](const std::string& key) { return exists(key); });
-      out.push_back({from, one_byte(ready ? kCheckReady : kCheckNotReady)});
-      return std::nullopt;
+      return one_byte(ready ? kCheckReady : kCheckNotReady);
     }
+    case Command::get_num_keys:
+      return encoded_i64(static_cast<std::int64_t>(values_.size()));
+    case Command::multi_get:
+      return multi_get_reply(request);
+    case Command::ping: {
+      std::string reply;
+      wire::append_u32(reply, request.word);
+      return reply;
+    }
+    case Command::queue_len: {
+      const auto found = queues_.find(request.keys[0]);
+      const std::size_t length = found == queues_.end() ? 0 : found->second.size();
+      return encoded_i64(static_cast<std::int64_t>(length));
+    }
+    case Command::list_keys:
+      return list_keys_reply(request);
+    default:
+      return std::nullopt;
+  }
+}
+
+std::optional<std::string> StoreState::handle(ConnectionId from, Request& request,
+                                              std::vector<OutgoingMessage>& out) {
+  if (auto reply = read_only_reply(request)) {
+    out.push_back({from, std::move(*reply)});
+    return std::nullopt;
+  }
+  switch (request.command) {
+    case Command::validate:
+      return std::nullopt;
+    case Command::set:
+      return handle_set(request, out);
+    case Command::compare_set:
+      return handle_compare_set(from, request, out);
+    case Command::add:
+      return handle_add(from, request, out);
     case Command::wait:
       return register_wait(from, request.keys, out);
-    case Command::get_num_keys:
-      out.push_back({from, encoded_i64(static_cast<std::int64_t>(values_.size()))});
+    case Command::watch_key:
+      return handle_watch_key(from, request, out);
+    case Command::delete_key:
+      handle_delete(from, request, out);
       return std::nullopt;
-    case Command::watch_key: {
-      const std::string& key = request.keys[0];
-      if (!budget_for(key).try_reserve(key.size() + kRegistrationOverhead)) {
-        return "memory budget exhausted by WATCH_KEY";
-      }
-      watchers_[key].push_back(from);
-      watched_by_[from].push_back(key);
-      out.push_back({from, one_byte(kWatchCallbackRegistered)});
-      return std::nullopt;
-    }
-    case Command::delete_key: {
-      const std::string& key = request.keys[0];
-      const auto found = values_.find(key);
-      std::int64_t removed = 0;
-      if (found != values_.end()) {
-        if (watchers_.contains(key)) {
-          notify_watchers(kWatchKeyDeleted, key, found->second, std::string(), out);
-        }
-        budget_for(key).release(entry_cost(key, found->second));
-        values_.erase(found);
-        removed = 1;
-      }
-      out.push_back({from, encoded_i64(removed)});
-      return std::nullopt;
-    }
-    case Command::append: {
-      const std::string& key = request.keys[0];
-      const auto found = values_.find(key);
-      std::string combined =
-          found == values_.end() ? std::move(request.values[0]) : found->second + request.values[0];
-      if (!store_value(key, std::move(combined), out)) {
-        return "memory budget exhausted by APPEND to key '" + printable_key(key) + "'";
-      }
-      wake_all(key, out);
-      return std::nullopt;
-    }
-    case Command::multi_get: {
-      std::string reply;
-      for (const auto& key : request.keys) {
-        const auto found = values_.find(key);
-        wire::append_bytes(reply, found == values_.end() ? std::string_view() : found->second);
-      }
-      out.push_back({from, std::move(reply)});
-      return std::nullopt;
-    }
-    case Command::multi_set: {
-      // Check the whole request against the budgets first, so it applies all or nothing.
-      std::size_t agents_growth = 0;
-      std::size_t open_growth = 0;
-      for (std::size_t i = 0; i < request.keys.size(); ++i) {
-        (is_agent_key(request.keys[i]) ? agents_growth : open_growth) +=
-            entry_cost(request.keys[i], request.values[i]);
-      }
-      const auto fits = [](const MemoryBudget& budget, std::size_t growth) {
-        return growth <= budget.limit() - budget.used();
-      };
-      const bool shared = &agents_budget_ == &open_budget_;
-      if (shared ? !fits(agents_budget_, agents_growth + open_growth)
-                 : !fits(agents_budget_, agents_growth) || !fits(open_budget_, open_growth)) {
-        return "memory budget exhausted by MULTI_SET of " + std::to_string(request.keys.size()) +
-               " keys";
-      }
-      for (std::size_t i = 0; i < request.keys.size(); ++i) {
-        if (!store_value(request.keys[i], std::move(request.values[i]), out)) {
-          return "memory budget exhausted by MULTI_SET";
-        }
-        wake_all(request.keys[i], out);
-      }
-      return std::nullopt;
-    }
+    case Command::append:
+      return handle_append(request, out);
+    case Command::multi_set:
+      return handle_multi_set(request, out);
     case Command::cancel_wait:
       cancel_waits(from);
       out.push_back({from, one_byte(kWaitCanceled)});
       return std::nullopt;
-    case Command::ping: {
-      std::string reply;
-      wire::append_u32(reply, request.word);
-      out.push_back({from, std::move(reply)});
-      return std::nullopt;
-    }
     case Command::queue_push:
       return handle_queue_push(request, out);
     case Command::queue_pop:
       return handle_queue_pop(from, request, out);
-    case Command::queue_len: {
-      const auto found = queues_.find(request.keys[0]);
-      const std::size_t length = found == queues_.end() ? 0 : found->second.size();
-      out.push_back({from, encoded_i64(static_cast<std::int64_t>(length))});
-      return std::nullopt;
-    }
-    case Command::list_keys: {
-      const auto listed = [&request](const std::string& key) {
-        return !request.hide_agent_keys || !is_agent_key(key);
-      };
-      std::string reply;
-      wire::append_u64(reply, static_cast<std::uint64_t>(std::count_if(
-                                  values_.begin(), values_.end(),
-                                  [&listed](const auto& entry) { return listed(entry.first); })));
-      for (const auto& [key, value] : values_) {
-        if (listed(key)) {
-          wire::append_bytes(reply, key);
-        }
-      }
-      out.push_back({from, std::move(reply)});
-      return std::nullopt;
-    }
     case Command::barrier:
       return handle_barrier(from, request, out);
     case Command::auth_hello:
     case Command::auth_proof:
       return std::string(command_name(request.command)) + " is answered by the connection";
+    default:
+      return "unhandled command";
   }
-  return "unhandled command";
 }
 
 }  // namespace ddprun::rendezvous::store

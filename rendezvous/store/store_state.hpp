@@ -97,6 +97,16 @@ class StoreState {
   std::optional<std::string> handle_queue_push(Request& request, std::vector<OutgoingMessage>& out);
   std::optional<std::string> handle_queue_pop(ConnectionId from, Request& request,
                                               std::vector<OutgoingMessage>& out);
+  std::optional<std::string> handle_set(Request& request, std::vector<OutgoingMessage>& out);
+  std::optional<std::string> handle_watch_key(ConnectionId from, Request& request,
+                                              std::vector<OutgoingMessage>& out);
+  void handle_delete(ConnectionId from, Request& request, std::vector<OutgoingMessage>& out);
+  std::optional<std::string> handle_append(Request& request, std::vector<OutgoingMessage>& out);
+  std::optional<std::string> handle_multi_set(Request& request, std::vector<OutgoingMessage>& out);
+  // The reply to a request that changes nothing (GET, CHECK, ...); nullopt for the others.
+  std::optional<std::string> read_only_reply(const Request& request) const;
+  std::string multi_get_reply(const Request& request) const;
+  std::string list_keys_reply(const Request& request) const;
 
   MemoryBudget& agents_budget_;
   MemoryBudget& open_budget_;
