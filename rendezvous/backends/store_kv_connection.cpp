@@ -299,35 +299,8 @@ StoreKvConnection::Parse StoreKvConnection::parse(Entry& entry, Reply& reply,
       reply.ready = bytes[0] == store::kCheckReady;
       consumed_ += 1;
       return Parse::complete;
-    case ReplyShape::wait: {
-      if (size < 1) {
-        return Parse::need_more;
-      }
-      // After CANCEL_WAIT: WAIT_CANCELED alone, or STOP_WAITING (the wait finished first)
-      // followed by WAIT_CANCELED.
-      const bool cancelled = entry.cancelled_wait;
-      if (cancelled && bytes[0] == store::kWaitCanceled) {
-        reply.ready = false;
-        consumed_ += 1;
-        return Parse::complete;
-      }
-      if (bytes[0] != store::kStopWaiting) {
-        violation = "a status byte of " + std::to_string(bytes[0]) +
-                    (cancelled ? " after CANCEL_WAIT" : " (not STOP_WAITING)");
-        return Parse::violation;
-      }
-      const std::size_t reply_bytes = cancelled ? 2 : 1;
-      if (size < reply_bytes) {
-        return Parse::need_more;
-      }
-      if (cancelled && bytes[1] != store::kWaitCanceled) {
-        violation = "a status byte of " + std::to_string(bytes[1]) + " (not WAIT_CANCELED)";
-        return Parse::violation;
-      }
-      reply.ready = true;
-      consumed_ += reply_bytes;
-      return Parse::complete;
-    }
+    case ReplyShape::wait:
+      return parse_wait(entry, reply, violation);
     case ReplyShape::integer:
       if (size < kIntegerBytes) {
         return Parse::need_more;
@@ -343,36 +316,8 @@ StoreKvConnection::Parse StoreKvConnection::parse(Entry& entry, Reply& reply,
       consumed_ += kEchoBytes;
       return Parse::complete;
     case ReplyShape::auth_challenge:
-      if (size < 1) {
-        return Parse::need_more;
-      }
-      if (bytes[0] == store::kAuthNotRequired) {
-        reply.ready = false;
-        consumed_ += 1;
-        return Parse::complete;
-      }
-      if (bytes[0] != store::kAuthChallenge) {
-        violation = "an AUTH_HELLO status byte of " + std::to_string(bytes[0]);
-        return Parse::violation;
-      }
-      if (size < store::kAuthChallengeBytes) {
-        return Parse::need_more;
-      }
-      reply.ready = true;  // the store's nonce and proof follow
-      reply.value.assign(reinterpret_cast<const char*>(bytes) + 1, store::kAuthChallengeBytes - 1);
-      consumed_ += store::kAuthChallengeBytes;
-      return Parse::complete;
     case ReplyShape::auth_verdict:
-      if (size < 1) {
-        return Parse::need_more;
-      }
-      if (bytes[0] != store::kAuthAccepted && bytes[0] != store::kAuthRefused) {
-        violation = "an AUTH_PROOF status byte of " + std::to_string(bytes[0]);
-        return Parse::violation;
-      }
-      reply.ready = bytes[0] == store::kAuthAccepted;
-      consumed_ += 1;
-      return Parse::complete;
+      return parse_auth(entry.shape, reply, violation);
     case ReplyShape::value: {
       Parse status = Parse::complete;
       parse_value(entry, reply.value, violation, status);
@@ -392,6 +337,78 @@ StoreKvConnection::Parse StoreKvConnection::parse(Entry& entry, Reply& reply,
   }
   violation = "a reply of an unknown shape";
   return Parse::violation;
+}
+
+// WAIT's reply; after CANCEL_WAIT also the cancellation's.
+StoreKvConnection::Parse StoreKvConnection::parse_wait(const Entry& entry, Reply& reply,
+                                                       std::string& violation) {
+  const auto* bytes = reinterpret_cast<const unsigned char*>(input_.data() + consumed_);
+  const std::size_t size = available();
+  if (size < 1) {
+    return Parse::need_more;
+  }
+  // After CANCEL_WAIT: WAIT_CANCELED alone, or STOP_WAITING (the wait finished first)
+  // followed by WAIT_CANCELED.
+  const bool cancelled = entry.cancelled_wait;
+  if (cancelled && bytes[0] == store::kWaitCanceled) {
+    reply.ready = false;
+    consumed_ += 1;
+    return Parse::complete;
+  }
+  if (bytes[0] != store::kStopWaiting) {
+    violation = "a status byte of " + std::to_string(bytes[0]) +
+                (cancelled ? " after CANCEL_WAIT" : " (not STOP_WAITING)");
+    return Parse::violation;
+  }
+  const std::size_t reply_bytes = cancelled ? 2 : 1;
+  if (size < reply_bytes) {
+    return Parse::need_more;
+  }
+  if (cancelled && bytes[1] != store::kWaitCanceled) {
+    violation = "a status byte of " + std::to_string(bytes[1]) + " (not WAIT_CANCELED)";
+    return Parse::violation;
+  }
+  reply.ready = true;
+  consumed_ += reply_bytes;
+  return Parse::complete;
+}
+
+// The job secret's replies: AUTH_HELLO's challenge (or "none needed") and AUTH_PROOF's verdict.
+StoreKvConnection::Parse StoreKvConnection::parse_auth(ReplyShape shape, Reply& reply,
+                                                       std::string& violation) {
+  const auto* bytes = reinterpret_cast<const unsigned char*>(input_.data() + consumed_);
+  const std::size_t size = available();
+  if (shape == ReplyShape::auth_challenge) {
+    if (size < 1) {
+      return Parse::need_more;
+    }
+    if (bytes[0] == store::kAuthNotRequired) {
+      reply.ready = false;
+      consumed_ += 1;
+      return Parse::complete;
+    }
+    if (bytes[0] != store::kAuthChallenge) {
+      violation = "an AUTH_HELLO status byte of " + std::to_string(bytes[0]);
+      return Parse::violation;
+    }
+    if (size < store::kAuthChallengeBytes) {
+      return Parse::need_more;
+    }
+    reply.ready = true;  // the store's nonce and proof follow
+    reply.value.assign(reinterpret_cast<const char*>(bytes) + 1, store::kAuthChallengeBytes - 1);
+    consumed_ += store::kAuthChallengeBytes;
+    return Parse::complete;
+  }
+  if (size < 1) {
+    return Parse::need_more;
+  }
+  if (bytes[0] != store::kAuthAccepted && bytes[0] != store::kAuthRefused) {
+    violation = "an AUTH_PROOF status byte of " + std::to_string(bytes[0]);
+    return Parse::violation;
+  }
+  reply.ready = bytes[0] == store::kAuthAccepted;
+  consumed_ += 1;
+  return Parse::complete;
 }
 
 bool StoreKvConnection::parse_value(Entry& entry, std::string& value, std::string& violation,

@@ -127,6 +127,8 @@ class StoreKvConnection : public std::enable_shared_from_this<StoreKvConnection>
   void on_read(std::size_t received);
   void parse_replies();
   Parse parse(Entry& entry, Reply& reply, std::string& violation);
+  Parse parse_wait(const Entry& entry, Reply& reply, std::string& violation);
+  Parse parse_auth(ReplyShape shape, Reply& reply, std::string& violation);
   bool parse_value(Entry& entry, std::string& value, std::string& violation, Parse& status);
   void schedule_flush();
   void flush();

@@ -239,94 +239,92 @@ void EtcdClient::serve_waiting() {
 
 void EtcdClient::on_reply(const std::shared_ptr<Call>& call, std::size_t member,
                           HttpConnection& connection, HttpReply reply) {
-  const std::string where = operation_name(call->path);
-  Trouble trouble = Trouble::kUnreachable;
-  bool maybe_applied = reply.request_sent;
-  std::string detail = reply.detail;
+  AttemptTrouble failed{Trouble::kUnreachable, reply.request_sent, reply.detail};
   switch (reply.failure) {
     case HttpFailure::kConnect:
     case HttpFailure::kTls:
-      maybe_applied = false;  // no connection, or a refused handshake: the request never got in
+      failed.maybe_applied = false;  // no connection, or a refused handshake: it never got in
       [[fallthrough]];
     case HttpFailure::kBroken:
     case HttpFailure::kTimeout:
     case HttpFailure::kProtocol:
-      trouble = transport_trouble(reply.failure);
+      failed.trouble = transport_trouble(reply.failure);
       break;
     case HttpFailure::kNone: {
-      nlohmann::json body;
-      std::string parse_error;
-      try {
-        body = EtcdCodec::parse(reply.body, options_.limits.max_json_depth);
-      } catch (const EtcdProtocolError& error) {
-        parse_error = error.what();
+      auto judged = judge_answer(call, member, reply);
+      if (!judged) {
+        return;  // finished: served, or refused by etcd itself
       }
-      if (parse_error.empty() && !body.is_object()) {
-        parse_error = "the reply is JSON but not an object";
-      }
-      const bool stream_error =
-          body.is_object() && body.contains("error") && body["error"].is_object();
-      if (reply.status == kHttpOk && parse_error.empty() && !stream_error) {
-        member_served(member);
-        finish(call, std::move(body));
-        return;
-      }
-      if (reply.status == kHttpOk && !parse_error.empty()) {
-        trouble = Trouble::kProtocol;
-        detail = parse_error;
-        break;
-      }
-      const ErrorReply error = EtcdCodec::decode_error(body);
-      const std::string message =
-          error.message.empty() ? "HTTP status " + std::to_string(reply.status) : error.message;
-      if (reply.status == kHttpUnavailable || reply.status == kHttpInternalError ||
-          error.code == kGrpcUnavailable) {
-        // No quorum: refused outright ("no leader"), or proposed and timed out.
-        trouble = Trouble::kNoLeader;
-        maybe_applied = !is_no_leader(message);
-        detail = message;
-        break;
-      }
-      if (reply.status == kHttpTooManyRequests) {
-        trouble = Trouble::kUnresponsive;
-        maybe_applied = false;
-        detail = message;
-        break;
-      }
-      if (retry_with_fresh_token(call, error)) {
-        member_served(member);
-        return;
-      }
-      if (!error.message.empty()) {
-        // etcd refused the request itself (lease not found, compacted, too large).
-        EtcdFailure failure;
-        failure.kind = round::KvErrorKind::kRejected;
-        failure.code = error.code;
-        failure.message = describe() + ": etcd rejected the " + where + " (HTTP " +
-                          std::to_string(reply.status) + "): " + error.message;
-        member_served(member);
-        finish(call, std::move(failure));
-        return;
-      }
-      trouble = Trouble::kProtocol;
-      detail = "HTTP status " + std::to_string(reply.status) +
-               " without an etcd error body (is this an etcd v3 gateway?)";
+      failed = std::move(*judged);
       break;
     }
   }
-  if (trouble == Trouble::kProtocol) {
+  if (failed.trouble == Trouble::kProtocol) {
     connection.close();  // whatever else it sends is not to be trusted either
   }
-  call->log.record(member, trouble, detail);
+  call->log.record(member, failed.trouble, failed.detail);
   member_failed(member);
-  if (maybe_applied && call->retry == Retry::kUnlessMaybeApplied) {
+  if (failed.maybe_applied && call->retry == Retry::kUnlessMaybeApplied) {
     auto failure = call->log.summary(
-        where, std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - call->started));
+        operation_name(call->path),
+        std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - call->started));
     failure.maybe_applied = true;
     finish(call, std::move(failure));
     return;
   }
   next_member(call);
+}
+
+std::optional<EtcdClient::AttemptTrouble> EtcdClient::judge_answer(
+    const std::shared_ptr<Call>& call, std::size_t member, const HttpReply& reply) {
+  nlohmann::json body;
+  std::string parse_error;
+  try {
+    body = EtcdCodec::parse(reply.body, options_.limits.max_json_depth);
+  } catch (const EtcdProtocolError& error) {
+    parse_error = error.what();
+  }
+  if (parse_error.empty() && !body.is_object()) {
+    parse_error = "the reply is JSON but not an object";
+  }
+  const bool stream_error = body.is_object() && body.contains("error") && body["error"].is_object();
+  if (reply.status == kHttpOk && parse_error.empty() && !stream_error) {
+    member_served(member);
+    finish(call, std::move(body));
+    return std::nullopt;
+  }
+  if (reply.status == kHttpOk && !parse_error.empty()) {
+    return AttemptTrouble{Trouble::kProtocol, reply.request_sent, parse_error};
+  }
+  const ErrorReply error = EtcdCodec::decode_error(body);
+  const std::string message =
+      error.message.empty() ? "HTTP status " + std::to_string(reply.status) : error.message;
+  if (reply.status == kHttpUnavailable || reply.status == kHttpInternalError ||
+      error.code == kGrpcUnavailable) {
+    // No quorum: refused outright ("no leader"), or proposed and timed out.
+    return AttemptTrouble{Trouble::kNoLeader, !is_no_leader(message), message};
+  }
+  if (reply.status == kHttpTooManyRequests) {
+    return AttemptTrouble{Trouble::kUnresponsive, false, message};
+  }
+  if (retry_with_fresh_token(call, error)) {
+    member_served(member);
+    return std::nullopt;
+  }
+  if (!error.message.empty()) {
+    // etcd refused the request itself (lease not found, compacted, too large).
+    EtcdFailure failure;
+    failure.kind = round::KvErrorKind::kRejected;
+    failure.code = error.code;
+    failure.message = describe() + ": etcd rejected the " + operation_name(call->path) + " (HTTP " +
+                      std::to_string(reply.status) + "): " + error.message;
+    member_served(member);
+    finish(call, std::move(failure));
+    return std::nullopt;
+  }
+  return AttemptTrouble{Trouble::kProtocol, reply.request_sent,
+                        "HTTP status " + std::to_string(reply.status) +
+                            " without an etcd error body (is this an etcd v3 gateway?)"};
 }
 
 void EtcdClient::next_member(const std::shared_ptr<Call>& call) {

@@ -31,6 +31,7 @@
 #include "rendezvous/backends/etcd/etcd_failure.hpp"
 #include "rendezvous/backends/etcd/etcd_messages.hpp"
 #include "rendezvous/backends/etcd/etcd_options.hpp"
+#include "rendezvous/backends/etcd/failover_log.hpp"
 #include "rendezvous/backends/etcd/http_connection.hpp"
 #include "rendezvous/backends/etcd/lifetime.hpp"
 #include "rendezvous/backends/etcd/range_coalescer.hpp"
@@ -99,6 +100,16 @@ class EtcdClient {
   void attempt_with_token(const std::shared_ptr<Call>& call);
   void on_reply(const std::shared_ptr<Call>& call, std::size_t member, HttpConnection& connection,
                 HttpReply reply);
+  // Why an attempt on a member failed, and whether its request may have been applied.
+  struct AttemptTrouble {
+    FailoverLog::Trouble trouble;
+    bool maybe_applied = false;
+    std::string detail;
+  };
+  // An HTTP answer from a member: nullopt when it finished the call (served, or refused by etcd
+  // itself, or retried with a fresh token), else why the next member should be tried.
+  std::optional<AttemptTrouble> judge_answer(const std::shared_ptr<Call>& call, std::size_t member,
+                                             const HttpReply& reply);
   void next_member(const std::shared_ptr<Call>& call);
   void give_up(const std::shared_ptr<Call>& call);
   void finish(const std::shared_ptr<Call>& call, Outcome outcome);
