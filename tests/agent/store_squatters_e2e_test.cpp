@@ -72,6 +72,16 @@ std::unique_ptr<Process> start_squatter(const TempDir& dir, std::vector<std::str
   return squatter;
 }
 
+// A ddprun-store on 127.0.0.2:port, with whatever secret `env` gives it.
+std::unique_ptr<Process> start_store_squatter(const TempDir& dir, uint16_t port,
+                                              std::map<std::string, std::string> env) {
+  const std::string address = "127.0.0.2:" + std::to_string(port);
+  return start_squatter(dir,
+                        {std::string(DDPRUN_BIN_DIR) + "/ddprun-store", "--host", "127.0.0.2",
+                         "--port", std::to_string(port)},
+                        std::move(env), address);
+}
+
 // A fake store in Python: echoes PING, answers AUTH_HELLO with a challenge whose "proof" is
 // random bytes, and accepts any proof.
 const char* kFakeStore = R"(
@@ -124,10 +134,7 @@ TEST_CASE("an agent with the secret refuses a store without it on the endpoint",
           "[job_secret][squatter]") {
   TempDir dir;
   const uint16_t port = free_port("127.0.0.2");
-  const auto squatter = start_squatter(dir,
-                                       {std::string(DDPRUN_BIN_DIR) + "/ddprun-store", "--host",
-                                        "127.0.0.2", "--port", std::to_string(port)},
-                                       {}, "127.0.0.2:" + std::to_string(port));
+  const auto squatter = start_store_squatter(dir, port, {});
   expect_refused(dir, port);
 }
 
@@ -145,11 +152,8 @@ TEST_CASE("an agent with the secret refuses a store with another job's secret",
           "[job_secret][squatter]") {
   TempDir dir;
   const uint16_t port = free_port("127.0.0.2");
-  const auto squatter = start_squatter(dir,
-                                       {std::string(DDPRUN_BIN_DIR) + "/ddprun-store", "--host",
-                                        "127.0.0.2", "--port", std::to_string(port)},
-                                       {{"DDPRUN_RDZV_SECRET", "another-job-secret-0123456789"}},
-                                       "127.0.0.2:" + std::to_string(port));
+  const auto squatter =
+      start_store_squatter(dir, port, {{"DDPRUN_RDZV_SECRET", "another-job-secret-0123456789"}});
   expect_refused(dir, port);
 }
 
