@@ -10,7 +10,7 @@
 #include "common/random.hpp"
 #include "rendezvous/backends/etcd/etcd_kv.hpp"
 #include "rendezvous/backends/store_host.hpp"
-#include "rendezvous/backends/store_kv.hpp"
+#include "rendezvous/backends/store_kv/store_kv.hpp"
 #include "rendezvous/round/records.hpp"
 #include "rendezvous/round/round_settings.hpp"
 

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "agent/workers/owned_fd.hpp"
-#include "rendezvous/backends/store_kv_requests.hpp"
+#include "rendezvous/backends/store_kv/store_kv_requests.hpp"
 #include "rendezvous/store/wire_codec.hpp"
 
 namespace ddprun::bench::store {

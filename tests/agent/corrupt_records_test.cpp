@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "e2e_support.hpp"
-#include "rendezvous/backends/store_kv_requests.hpp"
+#include "rendezvous/backends/store_kv/store_kv_requests.hpp"
 #include "rendezvous/round/round_keys.hpp"
 #include "tests/rendezvous/raw_connection.hpp"
 #include "tests/slurm/training_job.hpp"

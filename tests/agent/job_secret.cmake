@@ -1,7 +1,7 @@
 # The job secret end to end: real ddprun agents on loopback, a wrong secret, a raw client.
 ddprun_add_test(NAME agent_job_secret_test
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/job_secret_e2e_test.cpp
-  LIBS ddprun_store
+  LIBS ddprun_test_store_client
   LABELS integration TIMEOUT 240)
 target_include_directories(agent_job_secret_test PRIVATE ${PROJECT_SOURCE_DIR})
 add_dependencies(agent_job_secret_test ddprun)

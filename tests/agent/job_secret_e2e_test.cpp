@@ -5,11 +5,11 @@
 #include <catch2/catch.hpp>
 
 #include "e2e_support.hpp"
-#include "rendezvous/store/store_client.hpp"
 #include "rendezvous/store/wire_codec.hpp"
 #include "rendezvous/store/wire_protocol.hpp"
 #include "tests/rendezvous/raw_connection.hpp"
 #include "tests/rendezvous/secret_file.hpp"
+#include "tests/rendezvous/store_client.hpp"
 
 using namespace ddprun::agent::e2e;
 using ddprun::rendezvous::store::testing::RawConnection;

@@ -12,9 +12,9 @@
 
 #include "agent/node/headless_agent.hpp"
 #include "e2e_support.hpp"
-#include "rendezvous/store/store_client.hpp"
 #include "rendezvous/store/store_server.hpp"
 #include "tests/rendezvous/child_process.hpp"
+#include "tests/rendezvous/store_client.hpp"
 
 using namespace ddprun;
 using agent::HeadlessAgent;

@@ -10,8 +10,8 @@
 #include <chrono>
 #include <thread>
 
-#include "rendezvous/store/store_client.hpp"
 #include "rendezvous/store/store_server.hpp"
+#include "tests/rendezvous/store_client.hpp"
 
 using namespace ddprun::rendezvous::store;
 using namespace std::chrono_literals;

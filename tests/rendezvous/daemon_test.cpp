@@ -13,8 +13,8 @@
 
 #include "child_process.hpp"
 #include "raw_connection.hpp"
-#include "rendezvous/store/store_client.hpp"
 #include "secret_file.hpp"
+#include "tests/rendezvous/store_client.hpp"
 
 using namespace ddprun::rendezvous::store;
 using ddprun::rendezvous::store::testing::ChildProcess;

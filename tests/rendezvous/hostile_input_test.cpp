@@ -16,8 +16,8 @@
 
 #include "raw_connection.hpp"
 #include "rendezvous/store/job_auth.hpp"
-#include "rendezvous/store/store_client.hpp"
 #include "rendezvous/store/store_server.hpp"
+#include "tests/rendezvous/store_client.hpp"
 
 using namespace ddprun::rendezvous::store;
 using ddprun::rendezvous::store::testing::hex;

@@ -11,9 +11,9 @@
 
 #include "raw_connection.hpp"
 #include "rendezvous/store/job_auth.hpp"
-#include "rendezvous/store/store_client.hpp"
 #include "rendezvous/store/store_server.hpp"
 #include "rendezvous/store/wire_codec.hpp"
+#include "tests/rendezvous/store_client.hpp"
 
 using namespace ddprun::rendezvous::store;
 using ddprun::rendezvous::store::testing::hex;

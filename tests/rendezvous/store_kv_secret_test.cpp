@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "rendezvous/backends/store_kv.hpp"
-#include "rendezvous/backends/store_kv_requests.hpp"
+#include "rendezvous/backends/store_kv/store_kv.hpp"
+#include "rendezvous/backends/store_kv/store_kv_requests.hpp"
 #include "rendezvous/store/job_auth.hpp"
 #include "rendezvous/store/store_server.hpp"
 #include "store_kv_testing.hpp"

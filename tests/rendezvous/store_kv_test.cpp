@@ -5,7 +5,7 @@
 // misbehaving servers made here (one that never answers, one that sends a huge length).
 // Every wait is bounded by the loop's deadline; nothing sleeps.
 
-#include "rendezvous/backends/store_kv.hpp"
+#include "rendezvous/backends/store_kv/store_kv.hpp"
 
 #include <signal.h>
 #include <sys/resource.h>

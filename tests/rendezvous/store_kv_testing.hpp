@@ -7,7 +7,7 @@
 #include <functional>
 #include <string>
 
-#include "rendezvous/backends/store_kv.hpp"
+#include "rendezvous/backends/store_kv/store_kv.hpp"
 #include "rendezvous/store/asio.hpp"
 
 namespace ddprun::rendezvous::testing {

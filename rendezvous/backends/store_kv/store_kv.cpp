@@ -1,4 +1,4 @@
-#include "rendezvous/backends/store_kv.hpp"
+#include "rendezvous/backends/store_kv/store_kv.hpp"
 
 #include <algorithm>
 #include <charconv>
@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "common/overloaded.hpp"
-#include "rendezvous/backends/store_kv_connection.hpp"
-#include "rendezvous/backends/store_kv_dialer.hpp"
-#include "rendezvous/backends/store_kv_requests.hpp"
+#include "rendezvous/backends/store_kv/store_kv_connection.hpp"
+#include "rendezvous/backends/store_kv/store_kv_dialer.hpp"
+#include "rendezvous/backends/store_kv/store_kv_requests.hpp"
 #include "rendezvous/round/record_checks.hpp"
 
 namespace ddprun::rendezvous::backends {

@@ -37,7 +37,7 @@
 #include <string>
 #include <vector>
 
-#include "rendezvous/backends/store_kv_connection.hpp"
+#include "rendezvous/backends/store_kv/store_kv_connection.hpp"
 #include "rendezvous/store/asio.hpp"
 #include "rendezvous/store/wire_protocol.hpp"
 

@@ -1,4 +1,4 @@
-#include "rendezvous/backends/store_kv_dialer.hpp"
+#include "rendezvous/backends/store_kv/store_kv_dialer.hpp"
 
 #include <unistd.h>
 
@@ -6,7 +6,7 @@
 #include <utility>
 
 #include "common/random.hpp"
-#include "rendezvous/backends/store_kv_requests.hpp"
+#include "rendezvous/backends/store_kv/store_kv_requests.hpp"
 #include "rendezvous/store/job_auth.hpp"
 
 namespace ddprun::rendezvous::backends {

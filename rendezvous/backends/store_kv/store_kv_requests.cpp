@@ -1,4 +1,4 @@
-#include "rendezvous/backends/store_kv_requests.hpp"
+#include "rendezvous/backends/store_kv/store_kv_requests.hpp"
 
 #include <stdexcept>
 

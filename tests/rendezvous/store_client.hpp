@@ -1,8 +1,8 @@
 #pragma once
-// A blocking client of a TCPStore-protocol server (ours or PyTorch's). Used by the agents
-// and the tests; no LibTorch. Not thread-safe: give each thread its own client.
-// Keys go on the wire exactly as given: PyTorch's TCPStore puts "/" in front of user keys,
-// so to meet a Python worker's key "k" use "/k".
+// A blocking client of a TCPStore-protocol server (ours or PyTorch's), for the tests (the
+// agents use rendezvous/backends/store_kv, on their event loop); no LibTorch. Not thread-safe:
+// give each thread its own client. Keys go on the wire exactly as given: PyTorch's TCPStore
+// puts "/" in front of user keys, so to meet a Python worker's key "k" use "/k".
 
 #include <chrono>
 #include <cstddef>

@@ -1,4 +1,4 @@
-#include "rendezvous/store/store_client.hpp"
+#include "tests/rendezvous/store_client.hpp"
 
 #include <unistd.h>
 
