@@ -186,6 +186,7 @@ class Trainer {
   torch::Tensor loss_of(const Batch& batch);
   // nullopt: the epoch ran to its end; else the ranks agreed to stop.
   std::optional<TrainOutcome> run_epoch(int64_t epoch);
+  void finish_epoch(int64_t epoch, const torch::Tensor& train_loss_sum, int64_t epoch_steps);
   Vote vote(const torch::Tensor& last_loss);
   // Returns the (eval loss sum, eval tokens, train loss sum) of all ranks.
   std::vector<double> evaluate(const torch::Tensor& train_loss_sum);
@@ -472,6 +473,13 @@ std::optional<TrainOutcome> Trainer::run_epoch(int64_t epoch) {
     }
   }
 
+  finish_epoch(epoch, train_loss_sum, epoch_steps);
+  return std::nullopt;
+}
+
+// The end of an epoch: evaluation, the summary line and metrics, a sample, the epoch's snapshot.
+void Trainer::finish_epoch(int64_t epoch, const torch::Tensor& train_loss_sum,
+                           int64_t epoch_steps) {
   const auto sums = evaluate(train_loss_sum);
   ProgressSample summary = progress_at(epoch, steps_per_epoch_);
   summary.train_loss = epoch_steps > 0 ? sums[2] / static_cast<double>(world_ * epoch_steps) : 0.0;
@@ -496,7 +504,6 @@ std::optional<TrainOutcome> Trainer::run_epoch(int64_t epoch) {
     at.steps_into_epoch = 0;
     save_snapshot(at);
   }
-  return std::nullopt;
 }
 
 // Evaluation: dropout off, DistributedSampler(shuffle=False), loss averaged over all ranks; the
