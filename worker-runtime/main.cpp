@@ -43,6 +43,8 @@ const char* const kUsage =
     "           'mingpt' preset). Without CONFIG the 'default' preset applies.\n"
     "  overrides, e.g. trainer_config.max_epochs=2 gpt_config.n_layer=4\n"
     "  --metrics PATH   append progress as JSON lines (trainer_config.metrics_path)\n"
+    "  --check-config   check the configuration and data_config.path, then exit (0, or 2\n"
+    "                   naming the problem); ddprun runs it once before the rendezvous\n"
     "  trainer_config.data_loader_workers is read and has no effect: batches are cut from\n"
     "           the token tensor in-process, with no loader to feed (minGPT-ddp's YAML sets 4)\n"
     "Run under ddprun/torchrun (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, ...) or alone.\n"
@@ -76,6 +78,10 @@ std::string read_file(const std::string& path, const std::string& what) {
 struct CommandLine {
   TrainConfig config;
   bool help = false;
+  // --check-config: check the configuration and the corpus's path, then exit (0, or 2 naming
+  // the problem). ddprun runs this once before the rendezvous, so that a bad value is said once
+  // instead of by every rank of every restart.
+  bool check_only = false;
   std::optional<SampleRequest> sample;  // `ddprun-train sample ...`
 };
 
@@ -158,6 +164,10 @@ CommandLine parse_command_line(int argc, char** argv) {
       parsed.help = true;
       return parsed;
     }
+    if (arg == "--check-config") {
+      parsed.check_only = true;
+      continue;
+    }
     if (parsed.sample && take_sample_option(args, k, *parsed.sample)) {
       continue;
     }
@@ -235,14 +245,20 @@ int run(int argc, char** argv, StopSignals& signals) {
   TrainerInputs inputs;
   inputs.config = command.config;
   const auto& path = inputs.config.data.path;
+  if (path != kEmbeddedCorpusPath && path.find("://") != std::string::npos) {
+    throw ConfigError("data_config.path " + path +
+                      " is a URL; download it and pass data_config.path=<local file>");
+  }
+  if (command.check_only) {
+    if (path != kEmbeddedCorpusPath && !std::ifstream(path)) {
+      throw ConfigError("data_config.path " + path + ": cannot be read");
+    }
+    return 0;
+  }
   if (path == kEmbeddedCorpusPath) {
     inputs.corpus_text = std::string(embedded_corpus());
     inputs.corpus_name = "the embedded default corpus";
   } else {
-    if (path.find("://") != std::string::npos) {
-      throw ConfigError("data_config.path " + path +
-                        " is a URL; download it and pass data_config.path=<local file>");
-    }
     inputs.corpus_text = read_file(path, "data_config.path");
     inputs.corpus_name = path;
   }
