@@ -8,6 +8,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace ddprun::rendezvous::store {
 
@@ -44,17 +45,19 @@ std::optional<std::string> secret_file_mode_problem(mode_t mode);
 
 // The secret a text holds: trailing white space (a file's final newline) is not part of it.
 // Throws JobSecretError naming `where` when nothing is left.
-std::string secret_from_text(const std::string& text, const std::string& where);
+std::string secret_from_text(std::string_view text, const std::string& where);
 
 // Reads the secret from `path`; throws JobSecretError naming `where` (the option or variable
 // that named the file) when it cannot be read, group or others may read it, or it is empty.
+// The file's bytes are wiped from memory once the secret is taken out of them.
 std::string read_secret_file(const std::string& path, const std::string& where);
 
 // The job's secret from, in this order: a file option (`option_name` names it), the file named
-// by DDPRUN_RDZV_SECRET_FILE, the value of DDPRUN_RDZV_SECRET. nullopt: no secret anywhere.
+// by DDPRUN_RDZV_SECRET_FILE, the value of DDPRUN_RDZV_SECRET (a view: the caller wipes the
+// variable's value, and no copy of it is made here). nullopt: no secret anywhere.
 std::optional<JobSecret> resolve_job_secret(const std::optional<std::string>& file_option,
                                             const std::string& option_name,
                                             const std::optional<std::string>& file_variable,
-                                            const std::optional<std::string>& secret_variable);
+                                            std::optional<std::string_view> secret_variable);
 
 }  // namespace ddprun::rendezvous::store
