@@ -10,6 +10,8 @@
 
 #include <catch2/catch.hpp>
 #include <csignal>
+#include <fstream>
+#include <sstream>
 
 #include "child_process.hpp"
 #include "raw_connection.hpp"
@@ -157,6 +159,15 @@ TEST_CASE("ddprun-store takes the job secret from --secret-file or the environme
                       {"DDPRUN_RDZV_SECRET=from-the-environment"});
   const auto address = daemon.read_line(10s);
   REQUIRE(address);
+  // Once read, the value is zeroed where the daemon's environment held it (readable here only
+  // with CAP_SYS_PTRACE: the daemon holding a secret is not dumpable).
+  std::ifstream environ_file("/proc/" + std::to_string(daemon.pid()) + "/environ");
+  std::stringstream environ_text;
+  environ_text << environ_file.rdbuf();
+  const std::string daemon_environ = environ_text.str();
+  if (daemon_environ.empty())
+    WARN("ddprun-store's /proc/PID/environ is not readable here: not checked");
+  CHECK(daemon_environ.find("from-the-environment") == std::string::npos);
   StoreClientOptions options;
   options.port = static_cast<uint16_t>(std::stoi(address->substr(address->find(':') + 1)));
   options.connect_timeout = 10s;
