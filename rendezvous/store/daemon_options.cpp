@@ -37,6 +37,7 @@ std::string daemon_usage() {
          "                            agents' keys (under ddprun/) are served only to\n"
          "                            agents that prove they know it; PyTorch clients need\n"
          "                            nothing. Else DDPRUN_RDZV_SECRET_FILE or DDPRUN_RDZV_SECRET\n"
+         "                            (at least 16 bytes: head -c 32 /dev/urandom | base64)\n"
          "  -h, --help                show this help\n";
 }
 

@@ -53,7 +53,13 @@ std::string secret_from_text(std::string_view text, const std::string& where) {
   if (end == std::string_view::npos) {
     throw JobSecretError(where, "the secret is empty");
   }
-  return std::string(text.substr(0, end + 1));
+  const std::size_t length = end + 1;
+  if (length < kMinSecretBytes) {
+    throw JobSecretError(where, "the secret is " + std::to_string(length) +
+                                    " bytes long (trailing blanks not counted); at least " +
+                                    std::to_string(kMinSecretBytes) + " are needed");
+  }
+  return std::string(text.substr(0, length));
 }
 
 std::string read_secret_file(const std::string& path, const std::string& where) {

@@ -159,6 +159,16 @@ TEST_CASE("each bad input of the foundation issue exits 2 with one line naming t
   }
 }
 
+TEST_CASE("a job secret of fewer than 16 bytes is a usage error that says how to make one") {
+  const Result weak = run_ddprun({"--standalone", "--no-python", "/bin/true"},
+                                 {{"DDPRUN_RDZV_SECRET", "0123456789abcde"}});
+  CHECK(weak.status == 2);
+  CHECK(weak.err ==
+        "ddprun: error: DDPRUN_RDZV_SECRET: the secret is 15 bytes long (trailing blanks not "
+        "counted); at least 16 are needed; expected a secret of at least 16 bytes, such as "
+        "`head -c 32 /dev/urandom | base64`, in a file only its owner may read (chmod 600)\n");
+}
+
 TEST_CASE("a bad TORCHELASTIC_UNINTERRUPTIBLE_STATE_TIMEOUT is a usage error naming it") {
   const Result r = run_ddprun({"s.py"}, {{"TORCHELASTIC_UNINTERRUPTIBLE_STATE_TIMEOUT", "soon"}});
   CHECK(r.status == 2);

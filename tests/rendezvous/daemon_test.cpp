@@ -149,11 +149,30 @@ TEST_CASE("ddprun-store holds 10,000 concurrent connections", "[integration]") {
 
 TEST_CASE("ddprun-store takes the job secret from --secret-file or the environment",
           "[integration][job_secret]") {
-  const SecretFile loose("s3cret\n", 0644);
+  const SecretFile loose("a-loose-job-secret-0123456789\n", 0644);
   ChildProcess refused({kStore, "--host", "127.0.0.1", "--secret-file", loose.path()});
   CHECK(refused.exit_code(10s) == 2);
   ChildProcess empty({kStore, "--host", "127.0.0.1"}, {"DDPRUN_RDZV_SECRET="});
   CHECK(empty.exit_code(10s) == 2);
+  // 15 bytes once the trailing blanks are trimmed: too short to be a secret.
+  const SecretFile weak("0123456789abcde \t\r\n", 0600);
+  ChildProcess weak_file({kStore, "--host", "127.0.0.1", "--secret-file", weak.path()});
+  CHECK(weak_file.exit_code(10s) == 2);
+  ChildProcess weak_variable({kStore, "--host", "127.0.0.1"},
+                             {"DDPRUN_RDZV_SECRET=0123456789abcde"});
+  CHECK(weak_variable.exit_code(10s) == 2);
+  // 16 bytes are enough.
+  const SecretFile enough("0123456789abcdef\n", 0600);
+  ChildProcess sixteen(
+      {kStore, "--host", "127.0.0.1", "--port", "0", "--secret-file", enough.path()});
+  const auto sixteen_address = sixteen.read_line(10s);
+  REQUIRE(sixteen_address);
+  StoreClientOptions sixteen_options;
+  sixteen_options.port =
+      static_cast<uint16_t>(std::stoi(sixteen_address->substr(sixteen_address->find(':') + 1)));
+  sixteen_options.connect_timeout = 10s;
+  sixteen_options.secret = "0123456789abcdef";
+  CHECK(StoreClient::connect(sixteen_options)->add("ddprun/rdzv/job/n", 1) == 1);
 
   ChildProcess daemon({kStore, "--host", "127.0.0.1", "--port", "0"},
                       {"DDPRUN_RDZV_SECRET=from-the-environment"});
