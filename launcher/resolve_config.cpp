@@ -315,7 +315,8 @@ ResolvedLaunch resolve_launch(const ParsedCommandLine& parsed, const Environment
       }
       throw UsageError(at, problem,
                        "etcd members as HOST:PORT[,HOST:PORT...] and etcd's --rdzv_conf keys "
-                       "protocol=http|https, cacert, cert, key, etcd_prefix, user, password_file");
+                       "protocol=http|https, cacert, cert, key, etcd_prefix, user, password_file, "
+                       "insecure_auth");
     }
     config.rdzv_endpoint = endpoint->text;
     config.rdzv_host = config.etcd->endpoints.front().host;

@@ -176,6 +176,6 @@ TEST_CASE("no child of an etcd agent sees etcd's password", "[job_secret][etcd]"
                     kRunId,
                     "--rdzv_conf",
                     "join_timeout=30,last_call_timeout=0.5,etcd_prefix=/jobs/leak,"
-                    "user=ddprun-job"};
+                    "user=ddprun-job,insecure_auth=1"};
   check_clean(run_and_collect(job));
 }

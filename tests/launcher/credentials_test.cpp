@@ -1,5 +1,6 @@
 // The credentials in the launcher's hands: taken out of the process's environment (zeroed where
-// they lay), wiped in the launcher's copies, read from files without stray copies.
+// they lay), wiped in the launcher's copies, read from files without stray copies; and etcd's
+// user refused over plain http unless insecure_auth=1 says so.
 
 #include "launcher/credentials.hpp"
 
@@ -94,7 +95,7 @@ TEST_CASE("the launcher's copies of the credentials are wiped once used") {
   Environment env{{"DDPRUN_RDZV_SECRET", "copied-secret-0123456789"},
                   {"DDPRUN_ETCD_PASSWORD", "copied-password"},
                   {"PATH", "/bin"}};
-  auto resolved = resolve({"--rdzv_conf", "user=ddprun", "--rdzv_backend", "etcd",
+  auto resolved = resolve({"--rdzv_conf", "user=ddprun,insecure_auth=1", "--rdzv_backend", "etcd",
                            "--rdzv_endpoint", "127.0.0.1:2379", "s.py"},
                           env);
   load_etcd_password(resolved.config, env);
@@ -137,11 +138,30 @@ TEST_CASE("a key file is read whole, up to its bound") {
 
 TEST_CASE("etcd's password comes from its file or DDPRUN_ETCD_PASSWORD, once per line") {
   const PrivateFile file("file password\r\n");
-  auto from_file = resolve(etcd_job("user=ddprun,password_file=" + file.path()));
+  auto from_file = resolve(etcd_job("user=ddprun,insecure_auth=1,password_file=" + file.path()));
   load_etcd_password(from_file.config, {{"DDPRUN_ETCD_PASSWORD", "ignored"}});
   CHECK(from_file.config.etcd->auth.password == "file password");
 
-  auto from_env = resolve(etcd_job("user=ddprun"));
+  auto from_env = resolve(etcd_job("user=ddprun,insecure_auth=1"));
   load_etcd_password(from_env.config, {{"DDPRUN_ETCD_PASSWORD", "variable password"}});
   CHECK(from_env.config.etcd->auth.password == "variable password");
+}
+
+TEST_CASE("etcd's user over plain http needs insecure_auth=1; https needs nothing more") {
+  CHECK_THROWS_WITH(resolve(etcd_job("user=ddprun")),
+                    Catch::StartsWith("--rdzv_conf: rdzv_conf user: the etcd password, and the "
+                                      "token etcd trades for it, would cross the network in "
+                                      "clear over http; give protocol=https") &&
+                        Catch::Contains("insecure_auth"));
+  CHECK_THROWS_WITH(resolve(etcd_job("user=ddprun,protocol=http,insecure_auth=0")),
+                    Catch::Contains("in clear over http"));
+  CHECK_THROWS_WITH(resolve(etcd_job("user=ddprun,insecure_auth=on")),
+                    Catch::StartsWith("--rdzv_conf: rdzv_conf insecure_auth: 'on' is not a valid "
+                                      "choice; expected 1"));
+  CHECK(resolve(etcd_job("user=ddprun,insecure_auth=1"))
+            .config.etcd->auth.insecure_transport_allowed);
+  CHECK_FALSE(
+      resolve(etcd_job("user=ddprun,protocol=https")).config.etcd->auth.insecure_transport_allowed);
+  // Without a user nothing secret is sent: plain http stays as it was.
+  CHECK_NOTHROW(resolve(etcd_job("protocol=http")));
 }
