@@ -2,14 +2,16 @@
 
 #include "launcher/etcd_password.hpp"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <sstream>
+#include <stdexcept>
 #include <string>
 
+#include "common/key_material.hpp"
 #include "launcher/usage_error.hpp"
 
 namespace ddprun::launcher {
@@ -22,10 +24,29 @@ constexpr const char* kExpected =
     "rdzv_conf password_file=PATH to a file of mode 0600 (or 0400) holding the etcd user's "
     "password, or the environment variable DDPRUN_ETCD_PASSWORD";
 
+// Closes the descriptor on every path out.
+class OpenFile {
+ public:
+  explicit OpenFile(const std::string& path)
+      : fd_(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY)) {}
+  ~OpenFile() {
+    if (fd_ >= 0)
+      ::close(fd_);
+  }
+  OpenFile(const OpenFile&) = delete;
+  OpenFile& operator=(const OpenFile&) = delete;
+  int fd() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
 std::string read_password_file(const std::string& path) {
   const std::string option = "--rdzv_conf password_file";
+  const OpenFile file(path);
   struct ::stat info{};
-  if (::stat(path.c_str(), &info) != 0) {
+  // The checks look at the file that was opened, not at whatever the path names a moment later.
+  if (file.fd() < 0 || ::fstat(file.fd(), &info) != 0) {
     throw UsageError(option, "cannot read '" + path + "': " + std::strerror(errno), kExpected);
   }
   if (!S_ISREG(info.st_mode)) {
@@ -38,13 +59,12 @@ std::string read_password_file(const std::string& path) {
   if (info.st_size > static_cast<::off_t>(kMaxPasswordBytes)) {
     throw UsageError(option, "'" + path + "' is larger than a password", kExpected);
   }
-  std::ifstream file(path, std::ios::binary);
-  std::ostringstream text;
-  text << file.rdbuf();
-  if (!file) {
-    throw UsageError(option, "cannot read '" + path + "'", kExpected);
+  std::string password;
+  try {
+    password = common::read_key_file(file.fd(), kMaxPasswordBytes);
+  } catch (const std::runtime_error& error) {
+    throw UsageError(option, "cannot read '" + path + "': " + error.what(), kExpected);
   }
-  std::string password = text.str();
   // One line, as `echo secret > file` writes it.
   while (!password.empty() && (password.back() == '\n' || password.back() == '\r')) {
     password.pop_back();
@@ -61,8 +81,8 @@ void load_etcd_password(LaunchConfig& config, const Environment& env) {
   auto& auth = config.etcd->auth;
   if (!auth.password_file.empty()) {
     auth.password = read_password_file(auth.password_file);
-  } else if (const auto from_env = lookup(env, std::string(kEtcdPasswordEnv))) {
-    auth.password = *from_env;
+  } else if (const auto from_env = env.find(std::string(kEtcdPasswordEnv)); from_env != env.end()) {
+    auth.password = from_env->second;  // no temporary copy: the launcher wipes the original
   } else {
     throw UsageError("--rdzv_conf user",
                      "etcd user '" + auth.user + "' has no password: no password_file and " +

@@ -5,7 +5,9 @@
 
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -14,9 +16,11 @@
 
 #include "agent/agent.hpp"
 #include "agent/stacks/stacks_command.hpp"
+#include "common/key_material.hpp"
 #include "launcher/agent_config_builder.hpp"
 #include "launcher/command_line.hpp"
 #include "launcher/config_json.hpp"
+#include "launcher/credentials.hpp"
 #include "launcher/environment.hpp"
 #include "launcher/etcd_password.hpp"
 #include "launcher/help_text.hpp"
@@ -27,7 +31,19 @@
 
 namespace {
 
+constexpr int kExitFailure = 1;
 constexpr int kExitBadCommandLine = 2;
+
+// From here on this process holds the job secret or etcd's password: no core file, and no
+// debugger of the same user, may read them out of its memory. Its children are dumpable again
+// after execve, so the stack tools still attach to the workers.
+bool keep_credentials_out_of_dumps(const ddprun::launcher::LaunchConfig& config) {
+  if (!ddprun::launcher::holds_credentials(config) || ddprun::common::make_not_dumpable())
+    return true;
+  std::cerr << "ddprun: error: prctl(PR_SET_DUMPABLE, 0) failed: " << std::strerror(errno)
+            << "; expected to keep the job secret and etcd's password out of core dumps\n";
+  return false;
+}
 
 void print_warning(const std::string& warning) {
   // torchrun's OMP_NUM_THREADS banner starts with a newline; keep its shape.
@@ -36,8 +52,7 @@ void print_warning(const std::string& warning) {
 
 // `ddprun stacks [rendezvous options]`: the same options as a launch, parsed the same way; the
 // subcommand stands in for the entry point.
-int run_stacks_command(const std::vector<std::string>& args,
-                       const ddprun::launcher::Environment& env) {
+int run_stacks_command(const std::vector<std::string>& args, ddprun::launcher::Environment& env) {
   namespace launcher = ddprun::launcher;
   launcher::ResolvedLaunch resolved;
   try {
@@ -56,8 +71,12 @@ int run_stacks_command(const std::vector<std::string>& args,
     std::cerr << "ddprun stacks: error: " << error.what() << '\n';
     return kExitBadCommandLine;
   }
-  return ddprun::agent::request_stacks(launcher::build_agent_config(resolved.config).rendezvous,
-                                       std::cout, std::cerr);
+  launcher::wipe_credentials(env);
+  if (!keep_credentials_out_of_dumps(resolved.config))
+    return kExitFailure;
+  const ddprun::agent::AgentConfig agent_config = launcher::build_agent_config(resolved.config);
+  launcher::wipe_credentials(resolved.config);
+  return ddprun::agent::request_stacks(agent_config.rendezvous, std::cout, std::cerr);
 }
 
 }  // namespace
@@ -65,7 +84,10 @@ int run_stacks_command(const std::vector<std::string>& args,
 int main(int argc, char** argv) {
   namespace launcher = ddprun::launcher;
   const std::vector<std::string> args(argv + 1, argv + argc);
-  const launcher::Environment env = launcher::environment_from(environ);
+  launcher::Environment env = launcher::environment_from(environ);
+  // Copied into `env`, the credentials leave the process's environment before anything starts:
+  // no worker, node check or stack tool inherits them, whatever spawns it.
+  launcher::take_credentials_out_of_process_environment();
   if (!args.empty() && args.front() == "stacks")
     return run_stacks_command({args.begin() + 1, args.end()}, env);
 
@@ -83,6 +105,7 @@ int main(int argc, char** argv) {
     const launcher::ProbeRequest probe{.numa_topology = parsed.has("numa_binding")};
     resolved = launcher::resolve_launch(parsed, env, launcher::probe_host(env, probe));
     launcher::load_etcd_password(resolved.config, env);
+    launcher::wipe_credentials(env);
     // --print-config shows the plan even where the trainer is not installed (yet).
     if (!parsed.has("print_config")) {
       launcher::require_bundled_trainer(resolved.config.entry_kind,
@@ -104,5 +127,9 @@ int main(int argc, char** argv) {
     return kExitBadCommandLine;
   }
   std::cout.flush();
-  return ddprun::agent::run_agent(launcher::build_agent_config(resolved.config));
+  if (!keep_credentials_out_of_dumps(resolved.config))
+    return kExitFailure;
+  const ddprun::agent::AgentConfig agent_config = launcher::build_agent_config(resolved.config);
+  launcher::wipe_credentials(resolved.config);  // the agent's configuration holds its own copy
+  return ddprun::agent::run_agent(agent_config);
 }

@@ -33,7 +33,9 @@ constexpr std::array kOptions{
                "secret_file (the job secret: a file only its owner may read; else "
                "DDPRUN_RDZV_SECRET_FILE or DDPRUN_RDZV_SECRET). etcd: "
                "protocol (http|https), cacert, cert, key, etcd_prefix (/); user, password_file (a "
-               "file of mode 0600 holding user's password; else env DDPRUN_ETCD_PASSWORD)."},
+               "file of mode 0600 holding user's password; else env DDPRUN_ETCD_PASSWORD), "
+               "which need protocol=https unless insecure_auth=1 (etcd on loopback, a trusted "
+               "private network)."},
     OptionSpec{"standalone", "", '\0', kFlag, kNodes, true, "",
                "Single-node job: c10d rendezvous on localhost at a free port with a fresh "
                "random id; overrides the other rendezvous options."},

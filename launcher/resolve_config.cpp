@@ -146,14 +146,16 @@ bool tees_stream(const StdStreams& tee, int nproc_per_node, int bit) {
 }
 
 // The job secret, from --rdzv_conf secret_file, DDPRUN_RDZV_SECRET_FILE or DDPRUN_RDZV_SECRET.
+// The variable's value is looked at in place, not copied: the launcher wipes it there.
 std::optional<rendezvous::store::JobSecret> resolve_secret(
     const std::map<std::string, std::string>& rdzv_conf, const Environment& env) {
   const auto file = rdzv_conf.find("secret_file");
+  const auto variable = env.find(rendezvous::store::kSecretVariable);
   try {
     return rendezvous::store::resolve_job_secret(
         file == rdzv_conf.end() ? std::nullopt : std::optional<std::string>(file->second),
         "--rdzv_conf secret_file", lookup(env, rendezvous::store::kSecretFileVariable),
-        lookup(env, rendezvous::store::kSecretVariable));
+        variable == env.end() ? std::nullopt : std::optional<std::string_view>(variable->second));
   } catch (const rendezvous::store::JobSecretError& error) {
     throw UsageError(error.where(), error.problem(), rendezvous::store::kSecretExpectation);
   }
@@ -313,7 +315,8 @@ ResolvedLaunch resolve_launch(const ParsedCommandLine& parsed, const Environment
       }
       throw UsageError(at, problem,
                        "etcd members as HOST:PORT[,HOST:PORT...] and etcd's --rdzv_conf keys "
-                       "protocol=http|https, cacert, cert, key, etcd_prefix, user, password_file");
+                       "protocol=http|https, cacert, cert, key, etcd_prefix, user, password_file, "
+                       "insecure_auth");
     }
     config.rdzv_endpoint = endpoint->text;
     config.rdzv_host = config.etcd->endpoints.front().host;

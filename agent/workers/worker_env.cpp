@@ -33,6 +33,8 @@ std::string virtual_local_rank_device(const EnvMap& inherited, int local_rank) {
 
 // Credentials the agent has already used. Workers speak only to their round's store, which has
 // no authentication, so a worker (or whatever it runs, or a core dump of it) has no use for them.
+// ddprun's launcher takes them out of its own environment before any child exists
+// (launcher/credentials.hpp); they are dropped here too, for agents started another way.
 constexpr std::string_view kAgentOnlySecrets[] = {"DDPRUN_RDZV_SECRET", "DDPRUN_ETCD_PASSWORD"};
 
 }  // namespace

@@ -40,6 +40,7 @@ std::string daemon_usage() {
          "                            first); PyTorch clients need nothing, and share their\n"
          "                            own limits (README: Job secret). Else\n"
          "                            DDPRUN_RDZV_SECRET_FILE or DDPRUN_RDZV_SECRET\n"
+         "                            (at least 16 bytes: head -c 32 /dev/urandom | base64)\n"
          "  -h, --help                show this help\n";
 }
 

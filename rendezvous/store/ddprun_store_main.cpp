@@ -3,11 +3,15 @@
 
 #include <pthread.h>
 
+#include <cerrno>
 #include <csignal>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
 #include <string>
+#include <string_view>
 
+#include "common/key_material.hpp"
 #include "rendezvous/store/daemon_options.hpp"
 #include "rendezvous/store/descriptor_limit.hpp"
 #include "rendezvous/store/job_secret.hpp"
@@ -52,6 +56,38 @@ std::optional<std::string> environment_value(const char* name) {
   return value ? std::optional<std::string>(value) : std::nullopt;
 }
 
+// The value where it lies in the environment, uncopied: it is wiped there once read.
+std::optional<std::string_view> environment_view(const char* name) {
+  const char* value = std::getenv(name);
+  return value ? std::optional<std::string_view>(value) : std::nullopt;
+}
+
+// Takes the job secret in: from the file or the environment, whose copy is wiped and removed;
+// the process holding it is not dumpable. Returns false, having said why, when it cannot be used.
+bool take_job_secret(DaemonOptions& options) {
+  try {
+    auto secret = resolve_job_secret(options.secret_file, "--secret-file",
+                                     environment_value(kSecretFileVariable),
+                                     environment_view(kSecretVariable));
+    ddprun::common::erase_from_process_environment(kSecretVariable);
+    if (!secret) {
+      return true;
+    }
+    if (!ddprun::common::make_not_dumpable()) {
+      std::cerr << "ddprun-store: prctl(PR_SET_DUMPABLE, 0) failed: " << std::strerror(errno)
+                << "; expected to keep the job secret out of core dumps\n";
+      return false;
+    }
+    options.server.secret = std::move(secret->value);
+    store_log(options.server.log_level, StoreLogLevel::info,
+              "job secret from " + secret->source + ": the agents' keys need it");
+    return true;
+  } catch (const JobSecretError& error) {
+    std::cerr << "ddprun-store: " << error.what() << "; expected " << kSecretExpectation << "\n";
+    return false;
+  }
+}
+
 int run(int argc, char** argv) {
   const auto parsed = parse_daemon_options(std::vector<std::string>(argv + 1, argv + argc));
   if (const auto* error = std::get_if<std::string>(&parsed)) {
@@ -63,16 +99,7 @@ int run(int argc, char** argv) {
     std::cout << daemon_usage();
     return 0;
   }
-  try {
-    if (const auto secret = resolve_job_secret(options.secret_file, "--secret-file",
-                                               environment_value(kSecretFileVariable),
-                                               environment_value(kSecretVariable))) {
-      options.server.secret = secret->value;
-      store_log(options.server.log_level, StoreLogLevel::info,
-                "job secret from " + secret->source + ": the agents' keys need it");
-    }
-  } catch (const JobSecretError& error) {
-    std::cerr << "ddprun-store: " << error.what() << "; expected " << kSecretExpectation << "\n";
+  if (!take_job_secret(options)) {
     return 2;
   }
 

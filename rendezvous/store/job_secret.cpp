@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "common/key_material.hpp"
+
 namespace ddprun::rendezvous::store {
 namespace {
 
@@ -46,12 +48,18 @@ std::optional<std::string> secret_file_mode_problem(mode_t mode) {
   return "mode " + octal_mode(mode) + " lets group or others read it";
 }
 
-std::string secret_from_text(const std::string& text, const std::string& where) {
+std::string secret_from_text(std::string_view text, const std::string& where) {
   const auto end = text.find_last_not_of(" \t\r\n");
-  if (end == std::string::npos) {
+  if (end == std::string_view::npos) {
     throw JobSecretError(where, "the secret is empty");
   }
-  return text.substr(0, end + 1);
+  const std::size_t length = end + 1;
+  if (length < kMinSecretBytes) {
+    throw JobSecretError(where, "the secret is " + std::to_string(length) +
+                                    " bytes long (trailing blanks not counted); at least " +
+                                    std::to_string(kMinSecretBytes) + " are needed");
+  }
+  return std::string(text.substr(0, length));
 }
 
 std::string read_secret_file(const std::string& path, const std::string& where) {
@@ -77,22 +85,11 @@ std::string read_secret_file(const std::string& path, const std::string& where) 
                                     std::to_string(kMaxSecretFileBytes) + ")");
   }
   std::string text;
-  char buffer[4096];
-  while (true) {
-    const ssize_t got = ::read(file.get(), buffer, sizeof(buffer));
-    if (got < 0 && errno == EINTR) {
-      continue;
-    }
-    if (got < 0) {
-      throw JobSecretError(named, std::string("cannot read: ") + std::strerror(errno));
-    }
-    if (got == 0) {
-      break;
-    }
-    text.append(buffer, static_cast<std::size_t>(got));
-    if (text.size() > kMaxSecretFileBytes) {
-      throw JobSecretError(named, "more than " + std::to_string(kMaxSecretFileBytes) + " bytes");
-    }
+  const common::WipeOnExit wipe_text(text);
+  try {
+    text = common::read_key_file(file.get(), kMaxSecretFileBytes);
+  } catch (const std::runtime_error& error) {
+    throw JobSecretError(named, error.what());
   }
   return secret_from_text(text, named);
 }
@@ -100,7 +97,7 @@ std::string read_secret_file(const std::string& path, const std::string& where) 
 std::optional<JobSecret> resolve_job_secret(const std::optional<std::string>& file_option,
                                             const std::string& option_name,
                                             const std::optional<std::string>& file_variable,
-                                            const std::optional<std::string>& secret_variable) {
+                                            std::optional<std::string_view> secret_variable) {
   if (file_option) {
     return JobSecret{read_secret_file(*file_option, option_name),
                      "file " + *file_option + " (" + option_name + ")"};

@@ -5,18 +5,25 @@
 
 #include <sys/types.h>
 
+#include <cstddef>
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace ddprun::rendezvous::store {
 
 inline constexpr const char* kSecretFileVariable = "DDPRUN_RDZV_SECRET_FILE";
 inline constexpr const char* kSecretVariable = "DDPRUN_RDZV_SECRET";
 
+// A shorter secret is refused: a word or a name can be guessed, and anyone who reaches the
+// store's port may try.
+inline constexpr std::size_t kMinSecretBytes = 16;
+
 // What a secret must be, for the end of an error message.
 inline constexpr const char* kSecretExpectation =
-    "a non-empty secret, in a file only its owner may read (chmod 600)";
+    "a secret of at least 16 bytes, such as `head -c 32 /dev/urandom | base64`, in a file only "
+    "its owner may read (chmod 600)";
 
 struct JobSecret {
   std::string value;   // never printed
@@ -42,19 +49,22 @@ class JobSecretError : public std::runtime_error {
 // nullopt when it may.
 std::optional<std::string> secret_file_mode_problem(mode_t mode);
 
-// The secret a text holds: trailing white space (a file's final newline) is not part of it.
-// Throws JobSecretError naming `where` when nothing is left.
-std::string secret_from_text(const std::string& text, const std::string& where);
+// The secret a text holds: trailing spaces, tabs, carriage returns and newlines (a file's final
+// newline) are not part of it. Throws JobSecretError naming `where` when fewer than
+// kMinSecretBytes are left.
+std::string secret_from_text(std::string_view text, const std::string& where);
 
 // Reads the secret from `path`; throws JobSecretError naming `where` (the option or variable
-// that named the file) when it cannot be read, group or others may read it, or it is empty.
+// that named the file) when it cannot be read, group or others may read it, or it is too short.
+// The file's bytes are wiped from memory once the secret is taken out of them.
 std::string read_secret_file(const std::string& path, const std::string& where);
 
 // The job's secret from, in this order: a file option (`option_name` names it), the file named
-// by DDPRUN_RDZV_SECRET_FILE, the value of DDPRUN_RDZV_SECRET. nullopt: no secret anywhere.
+// by DDPRUN_RDZV_SECRET_FILE, the value of DDPRUN_RDZV_SECRET (a view: the caller wipes the
+// variable's value, and no copy of it is made here). nullopt: no secret anywhere.
 std::optional<JobSecret> resolve_job_secret(const std::optional<std::string>& file_option,
                                             const std::string& option_name,
                                             const std::optional<std::string>& file_variable,
-                                            const std::optional<std::string>& secret_variable);
+                                            std::optional<std::string_view> secret_variable);
 
 }  // namespace ddprun::rendezvous::store

@@ -583,15 +583,18 @@ TEST_CASE("etcd with authentication: a user and password form the round; wrong o
   TinyEtcdJob job{etcd.endpoints(), ""};
   const auto owner_only = fs::perms::owner_read | fs::perms::owner_write;
   const std::string password_file = write_secret(job.dir, "password", "correct horse", owner_only);
+  // The test's etcd speaks plain http on loopback: the opt-in that allows a user there.
   const std::string conf =
       "join_timeout=60,last_call_timeout=1,etcd_prefix=/jobs/team-a,user=ddprun-job,"
-      "password_file=";
+      "insecure_auth=1,password_file=";
 
   SECTION("password from a file, and from the environment") {
     job.rdzv_conf = conf + password_file;
     const std::string out = job.run_both();
     CHECK_THAT(out, !Catch::Contains("correct horse"));
-    job.rdzv_conf = "join_timeout=60,last_call_timeout=1,etcd_prefix=/jobs/team-a,user=ddprun-job";
+    job.rdzv_conf =
+        "join_timeout=60,last_call_timeout=1,etcd_prefix=/jobs/team-a,user=ddprun-job,"
+        "insecure_auth=1";
     job.run_id = "auth-job-env";
     job.run_both({{"DDPRUN_ETCD_PASSWORD", "correct horse"}});
   }
@@ -606,7 +609,9 @@ TEST_CASE("etcd with authentication: a user and password form the round; wrong o
                                     ": authentication failed for user 'ddprun-job'"));
     CHECK_THAT(out, !Catch::Contains("battery staple"));
   }
-  SECTION("a password file others can read, a password on the command line, none at all") {
+  SECTION(
+      "a password file others can read, a password on the command line, none at all, plain "
+      "http without insecure_auth=1") {
     const auto check_usage = [&](const std::string& rdzv_conf, const std::string& expected) {
       job.rdzv_conf = rdzv_conf;
       auto agent = job.start(1);
@@ -619,8 +624,9 @@ TEST_CASE("etcd with authentication: a user and password form the round; wrong o
                                     owner_only | fs::perms::group_read | fs::perms::others_read),
                 "chmod 600");
     check_usage("user=ddprun-job,password=correct horse", "password_file");
-    check_usage("user=ddprun-job", "DDPRUN_ETCD_PASSWORD");
+    check_usage("user=ddprun-job,insecure_auth=1", "DDPRUN_ETCD_PASSWORD");
     check_usage("password_file=" + password_file, "needs user");
+    check_usage("user=ddprun-job,password_file=" + password_file, "in clear over http");
   }
   SECTION("--print-config names the user and the file, never the password") {
     Process agent({ddprun_binary(), "--nnodes", "2", "--rdzv_backend", "etcd", "--rdzv_endpoint",

@@ -65,7 +65,7 @@ TEST_CASE("a job with a secret forms and finishes; a wrong secret and a raw clie
 
   // A third agent with a wrong secret: refused at once, naming the rendezvous.
   Process intruder(agent_argv(port, 4), dir / "agent-4",
-                   environment(dir, "wrong-secret-0123456789"));
+                   environment(dir, "a-wrong-job-secret-0123456789"));
   const auto intruder_status = intruder.wait_exit(30s);
   INFO(intruder.output());
   CHECK(intruder_status == 1);
@@ -120,7 +120,7 @@ TEST_CASE("without a secret the start line says the rendezvous is open", "[job_s
 
 TEST_CASE("secret files readable by others and empty secrets are usage errors", "[job_secret]") {
   TempDir dir;
-  const SecretFile loose("s3cret\n", 0644);
+  const SecretFile loose("a-loose-job-secret-0123456789\n", 0644);
   Process agent({ddprun_binary(), "--standalone", "--rdzv_conf", "secret_file=" + loose.path(),
                  "--no_python", "true"},
                 dir / "loose", environment(dir, ""));
@@ -134,12 +134,42 @@ TEST_CASE("secret files readable by others and empty secrets are usage errors", 
   CHECK(empty.wait_exit(30s) == 2);
   CHECK(empty.output().find("DDPRUN_RDZV_SECRET: the secret is empty") != std::string::npos);
 
-  const SecretFile tight("s3cret-value\n", 0600);
+  const SecretFile tight("s3cret-value-0123456789\n", 0600);
   Process printed({ddprun_binary(), "--print-config", "--standalone", "--rdzv_conf",
                    "secret_file=" + tight.path(), "--no_python", "true"},
                   dir / "printed", environment(dir, ""));
   CHECK(printed.wait_exit(30s) == 0);
   INFO(printed.output());
-  CHECK(printed.output().find("s3cret-value") == std::string::npos);
+  CHECK(printed.output().find("s3cret-value-0123456789") == std::string::npos);
   CHECK(printed.output().find("set, from file " + tight.path()) != std::string::npos);
+}
+
+TEST_CASE("a secret of 15 bytes is refused, one of 16 accepted; trailing blanks do not count",
+          "[job_secret]") {
+  TempDir dir;
+  const auto print_config = [&](const std::string& name, const std::string& secret_text) {
+    const SecretFile file(secret_text, 0600);
+    Process ddprun({ddprun_binary(), "--print-config", "--standalone", "--rdzv_conf",
+                    "secret_file=" + file.path(), "--no_python", "true"},
+                   dir / name, environment(dir, ""));
+    const auto status = ddprun.wait_exit(30s);
+    return std::pair{status, ddprun.output()};
+  };
+  const auto [weak_status, weak] = print_config("weak", "0123456789abcde \t\r\n");
+  INFO(weak);
+  CHECK(weak_status == 2);
+  CHECK(weak.find("ddprun: error: --rdzv_conf secret_file ") != std::string::npos);
+  CHECK(weak.find("the secret is 15 bytes long") != std::string::npos);
+  CHECK(weak.find("head -c 32 /dev/urandom | base64") != std::string::npos);
+
+  const auto [enough_status, enough] = print_config("enough", "0123456789abcdef\n");
+  INFO(enough);
+  CHECK(enough_status == 0);
+  CHECK(enough.find("\"rdzv_secret\": \"set, from file ") != std::string::npos);
+
+  Process weak_variable({ddprun_binary(), "--standalone", "--no_python", "true"},
+                        dir / "weak-variable", {{"DDPRUN_RDZV_SECRET", "0123456789abcde"}});
+  CHECK(weak_variable.wait_exit(30s) == 2);
+  CHECK(weak_variable.output().find("DDPRUN_RDZV_SECRET: the secret is 15 bytes long") !=
+        std::string::npos);
 }

@@ -159,6 +159,46 @@ TEST_CASE("each bad input of the foundation issue exits 2 with one line naming t
   }
 }
 
+TEST_CASE("etcd credentials over plain http are a usage error unless insecure_auth=1") {
+  const std::vector<std::string> etcd = {"--rdzv_backend", "etcd", "--rdzv_endpoint",
+                                         "127.0.0.1:2379", "--rdzv_conf"};
+  const auto run_etcd = [&](const std::string& rdzv_conf, Env env = {}) {
+    std::vector<std::string> args = etcd;
+    args.insert(args.end(), {rdzv_conf, "--no-python", "/bin/true"});
+    return run_ddprun(args, std::move(env));
+  };
+  const Result in_clear = run_etcd("user=job", {{"DDPRUN_ETCD_PASSWORD", "etcd-password"}});
+  CHECK(in_clear.status == 2);
+  CHECK_THAT(in_clear.err,
+             Catch::StartsWith("ddprun: error: --rdzv_conf: rdzv_conf user: the etcd password, "
+                               "and the token etcd trades for it, would cross the network in "
+                               "clear over http; give protocol=https (and cacert), or "
+                               "insecure_auth=1 where the network is trusted"));
+  CHECK_THAT(in_clear.err, !Catch::Contains("etcd-password"));
+  const Result typo = run_etcd("user=job,insecure_auth=yes");
+  CHECK(typo.status == 2);
+  CHECK_THAT(typo.err, Catch::Contains("rdzv_conf insecure_auth: 'yes' is not a valid choice"));
+  // The opt-in: the configuration is printed, the password is not.
+  const Result opted_in =
+      run_ddprun({"--print-config", "--rdzv_backend", "etcd", "--rdzv_endpoint", "127.0.0.1:2379",
+                  "--rdzv_conf", "user=job,insecure_auth=1", "--no-python", "/bin/true"},
+                 {{"DDPRUN_ETCD_PASSWORD", "etcd-password"}});
+  INFO(opted_in.err);
+  CHECK(opted_in.status == 0);
+  CHECK_THAT(opted_in.out, Catch::Contains("\"insecure_auth\": \"1\""));
+  CHECK_THAT(opted_in.out, !Catch::Contains("etcd-password"));
+}
+
+TEST_CASE("a job secret of fewer than 16 bytes is a usage error that says how to make one") {
+  const Result weak = run_ddprun({"--standalone", "--no-python", "/bin/true"},
+                                 {{"DDPRUN_RDZV_SECRET", "0123456789abcde"}});
+  CHECK(weak.status == 2);
+  CHECK(weak.err ==
+        "ddprun: error: DDPRUN_RDZV_SECRET: the secret is 15 bytes long (trailing blanks not "
+        "counted); at least 16 are needed; expected a secret of at least 16 bytes, such as "
+        "`head -c 32 /dev/urandom | base64`, in a file only its owner may read (chmod 600)\n");
+}
+
 TEST_CASE("a bad TORCHELASTIC_UNINTERRUPTIBLE_STATE_TIMEOUT is a usage error naming it") {
   const Result r = run_ddprun({"s.py"}, {{"TORCHELASTIC_UNINTERRUPTIBLE_STATE_TIMEOUT", "soon"}});
   CHECK(r.status == 2);

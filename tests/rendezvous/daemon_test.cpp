@@ -10,6 +10,8 @@
 
 #include <catch2/catch.hpp>
 #include <csignal>
+#include <fstream>
+#include <sstream>
 
 #include "child_process.hpp"
 #include "raw_connection.hpp"
@@ -183,16 +185,44 @@ TEST_CASE("ddprun-store holds 10,000 concurrent connections", "[integration]") {
 
 TEST_CASE("ddprun-store takes the job secret from --secret-file or the environment",
           "[integration][job_secret]") {
-  const SecretFile loose("s3cret\n", 0644);
+  const SecretFile loose("a-loose-job-secret-0123456789\n", 0644);
   ChildProcess refused({kStore, "--host", "127.0.0.1", "--secret-file", loose.path()});
   CHECK(refused.exit_code(10s) == 2);
   ChildProcess empty({kStore, "--host", "127.0.0.1"}, {"DDPRUN_RDZV_SECRET="});
   CHECK(empty.exit_code(10s) == 2);
+  // 15 bytes once the trailing blanks are trimmed: too short to be a secret.
+  const SecretFile weak("0123456789abcde \t\r\n", 0600);
+  ChildProcess weak_file({kStore, "--host", "127.0.0.1", "--secret-file", weak.path()});
+  CHECK(weak_file.exit_code(10s) == 2);
+  ChildProcess weak_variable({kStore, "--host", "127.0.0.1"},
+                             {"DDPRUN_RDZV_SECRET=0123456789abcde"});
+  CHECK(weak_variable.exit_code(10s) == 2);
+  // 16 bytes are enough.
+  const SecretFile enough("0123456789abcdef\n", 0600);
+  ChildProcess sixteen(
+      {kStore, "--host", "127.0.0.1", "--port", "0", "--secret-file", enough.path()});
+  const auto sixteen_address = sixteen.read_line(10s);
+  REQUIRE(sixteen_address);
+  StoreClientOptions sixteen_options;
+  sixteen_options.port =
+      static_cast<uint16_t>(std::stoi(sixteen_address->substr(sixteen_address->find(':') + 1)));
+  sixteen_options.connect_timeout = 10s;
+  sixteen_options.secret = "0123456789abcdef";
+  CHECK(StoreClient::connect(sixteen_options)->add("ddprun/rdzv/job/n", 1) == 1);
 
   ChildProcess daemon({kStore, "--host", "127.0.0.1", "--port", "0"},
                       {"DDPRUN_RDZV_SECRET=from-the-environment"});
   const auto address = daemon.read_line(10s);
   REQUIRE(address);
+  // Once read, the value is zeroed where the daemon's environment held it (readable here only
+  // with CAP_SYS_PTRACE: the daemon holding a secret is not dumpable).
+  std::ifstream environ_file("/proc/" + std::to_string(daemon.pid()) + "/environ");
+  std::stringstream environ_text;
+  environ_text << environ_file.rdbuf();
+  const std::string daemon_environ = environ_text.str();
+  if (daemon_environ.empty())
+    WARN("ddprun-store's /proc/PID/environ is not readable here: not checked");
+  CHECK(daemon_environ.find("from-the-environment") == std::string::npos);
   StoreClientOptions options;
   options.port = static_cast<uint16_t>(std::stoi(address->substr(address->find(':') + 1)));
   options.connect_timeout = 10s;

@@ -199,10 +199,34 @@ TEST_CASE("etcd endpoints and options are validated where they enter", "[etcd]")
   CHECK_THROWS_WITH(validate(options), Catch::Contains("keep-alive interval"));
 
   const auto login = etcd_options_from_command_line(
-      "127.0.0.1", {{"user", "job"}, {"password_file", "/run/secrets/etcd"}});
+      "127.0.0.1",
+      {{"user", "job"}, {"password_file", "/run/secrets/etcd"}, {"protocol", "https"}});
   CHECK(login.auth.user == "job");
   CHECK(login.auth.password_file == "/run/secrets/etcd");
   CHECK(login.auth.password.empty());  // the launcher reads it
+  CHECK_FALSE(login.auth.insecure_transport_allowed);
+  // Over plain http a user (its password, then its token) needs the explicit insecure_auth=1.
+  CHECK_THROWS_WITH(
+      etcd_options_from_command_line("127.0.0.1", {{"user", "job"}, {"protocol", "http"}}),
+      Catch::Contains("rdzv_conf user") && Catch::Contains("in clear over http") &&
+          Catch::Contains("insecure_auth=1"));
+  CHECK_THROWS_WITH(
+      etcd_options_from_command_line("127.0.0.1", {{"user", "job"}, {"insecure_auth", "0"}}),
+      Catch::Contains("in clear over http"));
+  CHECK(etcd_options_from_command_line("127.0.0.1", {{"user", "job"}, {"insecure_auth", "1"}})
+            .auth.insecure_transport_allowed);
+  for (const char* invalid : {"yes", "true", "2", ""}) {
+    INFO(invalid);
+    CHECK_THROWS_WITH(
+        etcd_options_from_command_line("127.0.0.1", {{"user", "job"}, {"insecure_auth", invalid}}),
+        Catch::Contains("rdzv_conf insecure_auth: '" + std::string(invalid) +
+                        "' is not a valid choice"));
+  }
+  auto plain = login;
+  plain.tls.enabled = false;
+  CHECK_THROWS_WITH(validate(plain), Catch::Contains("in clear over http"));
+  plain.auth.insecure_transport_allowed = true;
+  CHECK_NOTHROW(validate(plain));
   CHECK_THROWS_WITH(etcd_options_from_command_line("127.0.0.1", {{"password_file", "/p"}}),
                     Catch::Contains("needs user"));
   CHECK_THROWS_WITH(
@@ -1083,6 +1107,7 @@ TEST_CASE("EtcdKv logs in with etcd's user and password, outlives expired tokens
   options.keepalive_interval = 3s;
   options.auth.user = "trainer";
   options.auth.password = "s3cret pass";
+  options.auth.insecure_transport_allowed = true;  // the test's etcd listens on loopback only
   EtcdKv kv(loop.io, options);
   EtcdKv observer(loop.io, options);
 

@@ -120,12 +120,12 @@ TEST_CASE("MACs are compared whole", "[job_secret][hmac]") {
 
 TEST_CASE("a secret file must be private to its owner and hold a secret", "[job_secret]") {
   SECTION("mode 0600 is accepted; the final newline is not part of the secret") {
-    const SecretFile file("s3cret value\n", 0600);
-    CHECK(read_secret_file(file.path(), "--rdzv_conf secret_file") == "s3cret value");
+    const SecretFile file("a long s3cret value\n", 0600);
+    CHECK(read_secret_file(file.path(), "--rdzv_conf secret_file") == "a long s3cret value");
   }
   SECTION("mode 0400 is accepted") {
-    const SecretFile file("abc", 0400);
-    CHECK(read_secret_file(file.path(), "--secret-file") == "abc");
+    const SecretFile file("0123456789abcdef", 0400);
+    CHECK(read_secret_file(file.path(), "--secret-file") == "0123456789abcdef");
   }
   SECTION("mode 0644 is refused, naming the file and its mode") {
     const SecretFile file("s3cret\n", 0644);
@@ -149,6 +149,21 @@ TEST_CASE("a secret file must be private to its owner and hold a secret", "[job_
             }).find("the secret is empty") != std::string::npos);
     }
   }
+  SECTION("fewer than 16 bytes once trailing blanks are trimmed is refused") {
+    for (const std::string contents : {"0123456789abcde\n", "0123456789abcde \t\r\n", "x"}) {
+      const SecretFile file(contents, 0600);
+      const auto message = error_of([&] { read_secret_file(file.path(), "--secret-file"); });
+      CHECK(message.find(file.path()) != std::string::npos);
+      CHECK(message.find("bytes long (trailing blanks not counted); at least 16 are needed") !=
+            std::string::npos);
+    }
+  }
+  SECTION("a file larger than any secret is refused") {
+    const SecretFile file(std::string(64 * 1024 + 1, 'k'), 0600);
+    CHECK(error_of([&] {
+            read_secret_file(file.path(), "--secret-file");
+          }).find("bytes is more than a secret") != std::string::npos);
+  }
   SECTION("a missing file is refused, naming it") {
     CHECK(error_of([] {
             read_secret_file("/nonexistent/ddprun.key", "--secret-file");
@@ -160,40 +175,54 @@ TEST_CASE("a secret file must be private to its owner and hold a secret", "[job_
 
 TEST_CASE("the secret comes from the option, the file variable or the secret variable",
           "[job_secret]") {
-  const SecretFile option_file("from-option\n", 0600);
-  const SecretFile variable_file("from-file-variable\n", 0600);
+  const SecretFile option_file("from-the-option-file\n", 0600);
+  const SecretFile variable_file("from-the-file-variable\n", 0600);
+  const std::string variable = "from-the-secret-variable";
   SECTION("nothing anywhere: no secret") {
     CHECK_FALSE(resolve_job_secret(std::nullopt, "--secret-file", std::nullopt, std::nullopt));
   }
   SECTION("the option wins over both variables") {
     const auto secret = resolve_job_secret(option_file.path(), "--rdzv_conf secret_file",
-                                           variable_file.path(), std::string("from-variable"));
+                                           variable_file.path(), variable);
     REQUIRE(secret);
-    CHECK(secret->value == "from-option");
+    CHECK(secret->value == "from-the-option-file");
     CHECK(secret->source.find("--rdzv_conf secret_file") != std::string::npos);
   }
   SECTION("DDPRUN_RDZV_SECRET_FILE wins over DDPRUN_RDZV_SECRET") {
-    const auto secret = resolve_job_secret(std::nullopt, "--secret-file", variable_file.path(),
-                                           std::string("from-variable"));
+    const auto secret =
+        resolve_job_secret(std::nullopt, "--secret-file", variable_file.path(), variable);
     REQUIRE(secret);
-    CHECK(secret->value == "from-file-variable");
+    CHECK(secret->value == "from-the-file-variable");
     CHECK(secret->source.find("DDPRUN_RDZV_SECRET_FILE") != std::string::npos);
   }
   SECTION("DDPRUN_RDZV_SECRET alone; its source never shows the secret") {
-    const auto secret =
-        resolve_job_secret(std::nullopt, "--secret-file", std::nullopt, std::string("0a1b2c3d"));
+    const auto secret = resolve_job_secret(std::nullopt, "--secret-file", std::nullopt, variable);
     REQUIRE(secret);
-    CHECK(secret->value == "0a1b2c3d");
+    CHECK(secret->value == variable);
     CHECK(secret->source.find("DDPRUN_RDZV_SECRET") != std::string::npos);
-    CHECK(secret->source.find("0a1b2c3d") == std::string::npos);
+    CHECK(secret->source.find(variable) == std::string::npos);
   }
   SECTION("an empty DDPRUN_RDZV_SECRET is refused") {
     CHECK(error_of([] {
-            resolve_job_secret(std::nullopt, "--secret-file", std::nullopt, std::string(""));
+            resolve_job_secret(std::nullopt, "--secret-file", std::nullopt, "");
           }).find("DDPRUN_RDZV_SECRET: the secret is empty") != std::string::npos);
   }
+  SECTION("16 bytes are enough, 15 are not; trailing blanks do not count, leading ones do") {
+    const auto resolved = [](std::string_view value) {
+      return resolve_job_secret(std::nullopt, "--secret-file", std::nullopt, value);
+    };
+    CHECK(resolved("0123456789abcdef")->value == "0123456789abcdef");
+    CHECK(resolved("0123456789abcdef \t\r\n")->value == "0123456789abcdef");
+    CHECK(resolved(" 123456789abcdef")->value == " 123456789abcdef");
+    for (const std::string_view weak : {"0123456789abcde", "0123456789abcde \t\r\n"}) {
+      const auto message = error_of([&] { resolved(weak); });
+      CHECK(message.find("DDPRUN_RDZV_SECRET: the secret is 15 bytes long") != std::string::npos);
+    }
+    CHECK(std::string(kSecretExpectation).find("head -c 32 /dev/urandom | base64") !=
+          std::string::npos);
+  }
   SECTION("a DDPRUN_RDZV_SECRET_FILE readable by others is refused, naming the variable") {
-    const SecretFile loose("x\n", 0644);
+    const SecretFile loose("0123456789abcdef\n", 0644);
     const auto message = error_of(
         [&] { resolve_job_secret(std::nullopt, "--secret-file", loose.path(), std::nullopt); });
     CHECK(message.find("DDPRUN_RDZV_SECRET_FILE " + loose.path()) != std::string::npos);

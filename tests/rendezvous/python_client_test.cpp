@@ -71,19 +71,19 @@ TEST_CASE("two torch 2.x gloo ranks bootstrap through ddprun-store in agent-stor
 // need no authentication and see no difference.
 TEST_CASE("torch 1.13 TCPStore client (G0): every operation against a store with a job secret",
           "[interop][job_secret]") {
-  const SecretFile secret("job-secret\n", 0600);
+  const SecretFile secret("python-client-job-secret\n", 0600);
   check_store_ops_script(kPythonG0, "tcpstore_ops", {"--secret-file", secret.path()});
 }
 
 TEST_CASE("torch 2.x TCPStore client (G2): every operation against a store with a job secret",
           "[interop][job_secret]") {
-  const SecretFile secret("job-secret\n", 0600);
+  const SecretFile secret("python-client-job-secret\n", 0600);
   check_store_ops_script(kPythonG2, "tcpstore_ops_2x", {"--secret-file", secret.path()});
 }
 
 TEST_CASE("two torch 2.x gloo ranks bootstrap through a store with a job secret",
           "[interop][job_secret]") {
-  const SecretFile secret("job-secret\n", 0600);
+  const SecretFile secret("python-client-job-secret\n", 0600);
   StoreDaemon store({"--secret-file", secret.path()});
   bootstrap_two_gloo_ranks(kPythonG2, store);
 }

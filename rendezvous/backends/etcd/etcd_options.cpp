@@ -141,6 +141,12 @@ void validate(const EtcdOptions& options) {
       throw std::invalid_argument("rdzv_conf user: has a control character or a quote");
     }
   }
+  if (auth.enabled() && !tls.enabled && !auth.insecure_transport_allowed) {
+    throw std::invalid_argument(
+        "rdzv_conf user: the etcd password, and the token etcd trades for it, would cross the "
+        "network in clear over http; give protocol=https (and cacert), or insecure_auth=1 "
+        "where the network is trusted (etcd on loopback, a private network)");
+  }
 }
 
 namespace {
@@ -185,6 +191,20 @@ std::string conf_value(const std::map<std::string, std::string>& conf, const std
   return it == conf.end() ? std::string() : it->second;
 }
 
+// insecure_auth: an explicit 1 or 0, nothing that might be a typo of either.
+bool insecure_auth(const std::map<std::string, std::string>& conf) {
+  const auto it = conf.find("insecure_auth");
+  if (it == conf.end() || it->second == "0") {
+    return false;
+  }
+  if (it->second == "1") {
+    return true;
+  }
+  throw std::invalid_argument("rdzv_conf insecure_auth: '" + it->second +
+                              "' is not a valid choice; expected 1 (send etcd's password over "
+                              "plain http) or 0");
+}
+
 }  // namespace
 
 EtcdOptions etcd_options_from_command_line(std::string_view endpoints,
@@ -202,6 +222,7 @@ EtcdOptions etcd_options_from_command_line(std::string_view endpoints,
   options.tls.key_file = conf_value(rdzv_conf, "key");
   options.auth.user = conf_value(rdzv_conf, "user");
   options.auth.password_file = conf_value(rdzv_conf, "password_file");
+  options.auth.insecure_transport_allowed = insecure_auth(rdzv_conf);
   if (rdzv_conf.contains("user") && options.auth.user.empty()) {
     throw std::invalid_argument("rdzv_conf user: empty; give the etcd user's name");
   }

@@ -36,6 +36,9 @@ struct EtcdAuth {
   std::string user;           // empty: no authentication by user
   std::string password_file;  // where the launcher read the password from; empty: environment
   std::string password;
+  // rdzv_conf insecure_auth=1: the user may send the password, and then its token, over plain
+  // http. Without it, a user needs protocol=https (validate() refuses the rest).
+  bool insecure_transport_allowed = false;
   bool enabled() const { return !user.empty(); }
 };
 
@@ -69,15 +72,16 @@ inline constexpr std::size_t kMaxEtcdPrefixBytes = 256;
 // --rdzv_conf's etcd keys, torchrun's names: protocol (http|https), cacert, cert, key, and
 // etcd_prefix (a key folder every run's keys go under; default /, so a run's keys are
 // /ddprun/rdzv/<run_id>/...), and ddprun's user and password_file (auth.password stays empty:
-// the launcher reads it). Durations keep their defaults (the agent derives them from the
-// round's settings). Throws std::invalid_argument naming the option at fault.
+// the launcher reads it), and insecure_auth (1|0). Durations keep their defaults (the agent derives
+// them from the round's settings). Throws std::invalid_argument naming the option at fault.
 EtcdOptions etcd_options_from_command_line(std::string_view endpoints,
                                            const std::map<std::string, std::string>& rdzv_conf);
 
 // "host1:2379,host2,[::1]:2379" (as --rdzv_endpoint); a missing port means 2379.
 std::vector<EtcdEndpoint> parse_etcd_endpoints(std::string_view text);
 
-// Throws std::invalid_argument naming the first bad option.
+// Throws std::invalid_argument naming the first bad option; among them a user over plain http
+// without insecure_transport_allowed.
 void validate(const EtcdOptions& options);
 
 // "127.0.0.1:2379,[::1]:2379", for messages.
