@@ -27,6 +27,7 @@
 #include "launcher/host_facts.hpp"
 #include "launcher/launch_config.hpp"
 #include "launcher/resolve_config.hpp"
+#include "launcher/trainer_check.hpp"
 #include "launcher/usage_error.hpp"
 
 namespace {
@@ -127,6 +128,17 @@ int main(int argc, char** argv) {
     return kExitBadCommandLine;
   }
   std::cout.flush();
+  if (resolved.config.entry_kind == ddprun::agent::EntryKind::kBundledTrainer) {
+    try {
+      launcher::check_trainer_config(resolved.config.worker_argv);
+    } catch (const launcher::UsageError& error) {
+      std::cerr << "ddprun: error: " << error.what() << '\n';
+      return kExitBadCommandLine;
+    } catch (const std::exception& error) {
+      std::cerr << "ddprun: error: train: " << error.what() << '\n';
+      return kExitFailure;
+    }
+  }
   if (!keep_credentials_out_of_dumps(resolved.config))
     return kExitFailure;
   const ddprun::agent::AgentConfig agent_config = launcher::build_agent_config(resolved.config);

@@ -270,6 +270,33 @@ TEST_CASE("use_amp and precision on this CPU: what runs is said, what cannot is 
   }
 }
 
+TEST_CASE("ddprun checks train's configuration once, before any rendezvous", "[config]") {
+  TempDir dir("check");
+  ChildProcess run({std::string(DDPRUN_BIN_DIR) + "/ddprun", "--standalone", "--nproc_per_node",
+                    "1", "--max_restarts", "2", "train", "trainer_config.max_epochs=abc"},
+                   {}, dir.path.string());
+  CHECK(run.wait(60s) == 2);
+  const std::string output = run.output();
+  INFO(output);
+  const std::string problem = "'trainer_config.max_epochs' must be an integer, got 'abc'";
+  const auto first = output.find(problem);
+  REQUIRE(first != std::string::npos);
+  CHECK(output.find(problem, first + 1) == std::string::npos);  // said once, not per restart
+  CHECK_THAT(output, Contains("ddprun: error: train: the trainer's configuration is invalid "
+                              "(above); nothing was started"));
+  CHECK(output.find("joining rendezvous") == std::string::npos);
+  CHECK(output.find("failed") == std::string::npos);  // no failure table: no worker ran
+  // A good configuration passes the check and trains (one tiny epoch).
+  auto good = tiny_args({"trainer_config.max_epochs=1", "trainer_config.sample_tokens=0"});
+  good.erase(good.begin());
+  std::vector<std::string> argv{std::string(DDPRUN_BIN_DIR) + "/ddprun", "--standalone",
+                                "--nproc_per_node", "1", "train"};
+  argv.insert(argv.end(), good.begin(), good.end());
+  ChildProcess trained(argv, {}, dir.path.string());
+  INFO(trained.output());
+  CHECK(trained.wait(120s) == 0);
+}
+
 TEST_CASE("bad configurations and snapshots give a clear error and a non-zero exit", "[config]") {
   TempDir dir("bad");
   struct Case {
