@@ -33,6 +33,13 @@ std::string describe_peer(const boost::asio::ip::tcp::socket& socket) {
   return host + ":" + std::to_string(endpoint.port());
 }
 
+// Whether a request ends a connection's opening: anything but the handshake (VALIDATE, PING)
+// and the job secret's messages.
+bool opens(Command command) {
+  return command != Command::validate && command != Command::ping &&
+         command != Command::auth_hello && command != Command::auth_proof;
+}
+
 }  // namespace
 
 StoreConnection::StoreConnection(boost::asio::ip::tcp::socket socket, ConnectionId id,
@@ -55,6 +62,25 @@ void StoreConnection::start() {
 }
 
 void StoreConnection::arm_read() {
+  if (read_armed_ || read_deferred_ || closed_) {
+    return;
+  }
+  if (reads_deferred()) {
+    // A client without the proof that made requests waits its turn with the others like it:
+    // the server arms a few of them per trip through the event loop (store_server.cpp).
+    read_deferred_ = true;
+    hub_.defer_read(shared_from_this());
+    return;
+  }
+  arm_read_now();
+}
+
+void StoreConnection::arm_deferred_read() {
+  read_deferred_ = false;
+  arm_read_now();
+}
+
+void StoreConnection::arm_read_now() {
   if (read_armed_ || closed_) {
     return;
   }
@@ -173,6 +199,10 @@ std::optional<std::size_t> StoreConnection::process(std::span<const std::uint8_t
         close(*refusal);
         return std::nullopt;
       }
+      // A request still arriving ends the opening as one that arrived would.
+      if (!opened_ && opens(result.request.command) && !leave_opening()) {
+        return std::nullopt;
+      }
       input_needed_ = result.min_bytes;
       return offset;
     }
@@ -209,7 +239,7 @@ std::optional<std::size_t> StoreConnection::process(std::span<const std::uint8_t
       close(*refusal);
       return std::nullopt;
     }
-    if (!opened_ && result.request.command != Command::ping && !leave_opening()) {
+    if (!opened_ && opens(result.request.command) && !leave_opening()) {
       return std::nullopt;
     }
     result.request.hide_agent_keys = !gate_.sees_agent_keys();

@@ -20,6 +20,7 @@
 namespace ddprun::rendezvous::store {
 
 class MemoryBudget;
+class StoreConnection;
 struct StoreLimits;
 
 // What a connection needs from its server.
@@ -38,6 +39,11 @@ class ConnectionHub {
   // or it proved the secret.
   virtual bool admit_guest(ConnectionId id) = 0;
   virtual void admit_agent(ConnectionId id) = 0;
+  // With a job secret, a client without the proof that made requests arms its next read
+  // through the server, which arms a few such reads per trip through the event loop: a
+  // stranger streaming large values then delays an agent's request by a few reads, not by one
+  // read of every such client.
+  virtual void defer_read(const std::shared_ptr<StoreConnection>& connection) = 0;
   virtual const StoreLimits& limits() const = 0;
   virtual WireGeneration legacy_generation() const = 0;
   // The job secret; empty: none, every connection may touch every key.
@@ -61,9 +67,14 @@ class StoreConnection : public std::enable_shared_from_this<StoreConnection> {
   void abandon();
   // Closes, telling the hub, for a reason the server found (a deadline, a limit).
   void expel(const std::string& reason) { close(reason); }
+  // The server's turn for a read deferred by defer_read().
+  void arm_deferred_read();
 
  private:
+  // Waits for input: at once, or through the server's turns for reads_deferred() connections.
   void arm_read();
+  void arm_read_now();
+  bool reads_deferred() const { return gate_.requires_secret() && !trusted() && opened_; }
   void on_received(std::size_t received);
   // Buffers or decodes bytes just read; false when that closed the connection.
   bool consume(std::span<const std::uint8_t> bytes);
@@ -107,6 +118,7 @@ class StoreConnection : public std::enable_shared_from_this<StoreConnection> {
   std::size_t output_charged_ = 0;            // budget held for both output buffers
   bool write_in_flight_ = false;
   bool read_armed_ = false;
+  bool read_deferred_ = false;  // waiting for the server's turn (defer_read)
   bool closed_ = false;
 
   // The target of the pending read; not charged to the budget (max_connections x 512 bytes).

@@ -9,6 +9,7 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <deque>
 #include <future>
 #include <map>
 #include <memory>
@@ -42,6 +43,8 @@ constexpr auto kOpeningTimeout = std::chrono::seconds(5);
 constexpr auto kOpeningSweep = std::chrono::seconds(1);
 // Connections taken from the backlog per trip through the event loop.
 constexpr int kAcceptBatch = 64;
+// Reads of clients without the proof (with a job secret) armed per trip through the event loop.
+constexpr int kDeferredReadsPerTurn = 8;
 // Lines about closed connections per second; a flood of them is summed up instead.
 constexpr std::size_t kViolationLinesPerSecond = 10;
 
@@ -287,6 +290,30 @@ class StoreServerImpl final : public StoreServer, public ConnectionHub {
     return true;
   }
 
+  void defer_read(const std::shared_ptr<StoreConnection>& connection) override {
+    deferred_reads_.push_back(connection);
+    if (!deferred_turn_posted_) {
+      deferred_turn_posted_ = true;
+      asio::post(*io_, [this] { take_deferred_turn(); });
+    }
+  }
+
+  // Arms a few deferred reads, then queues the next turn behind whatever else is waiting.
+  void take_deferred_turn() {
+    deferred_turn_posted_ = false;
+    for (int armed = 0; armed < kDeferredReadsPerTurn && !deferred_reads_.empty(); ++armed) {
+      const auto connection = deferred_reads_.front().lock();
+      deferred_reads_.pop_front();
+      if (connection) {
+        connection->arm_deferred_read();
+      }
+    }
+    if (!deferred_reads_.empty() && !stopped_) {
+      deferred_turn_posted_ = true;
+      asio::post(*io_, [this] { take_deferred_turn(); });
+    }
+  }
+
   void admit_agent(ConnectionId id) override {
     opening_.erase(id);
     guests_.erase(id);
@@ -344,6 +371,8 @@ class StoreServerImpl final : public StoreServer, public ConnectionHub {
   // deadline; and those that made requests without the proof.
   std::map<ConnectionId, Clock::time_point> opening_;
   std::unordered_set<ConnectionId> guests_;
+  std::deque<std::weak_ptr<StoreConnection>> deferred_reads_;
+  bool deferred_turn_posted_ = false;
   Clock::time_point violation_window_;
   std::size_t violations_listed_ = 0;
   std::size_t violations_unlisted_ = 0;
