@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
+#include <iterator>
 #include <random>
 
 #include "agent/node/round_types.hpp"
@@ -49,11 +51,43 @@ struct Endpoint {
   std::unique_ptr<store::StoreServer> hosted;
 };
 
+// The kernel's TCP socket tables, IPv4 and IPv6, as one text.
+std::string socket_tables() {
+  std::string text;
+  for (const char* path : {"/proc/net/tcp", "/proc/net/tcp6"}) {
+    std::ifstream table(path);
+    text.append(std::istreambuf_iterator<char>(table), std::istreambuf_iterator<char>());
+  }
+  return text;
+}
+
+// An agent that should host the store found its port taken. Another agent of this machine, of
+// this user, may have been first (torchrun's rule: join it; a job secret then still checks
+// it). Anyone else's process is refused: joining it would hand it the job.
+void refuse_unless_ours(const Endpoint& endpoint, bool forced, const std::string& bind_error) {
+  const auto holders = backends::listening_uids(socket_tables(), endpoint.port);
+  const auto own_uid = static_cast<unsigned>(::getuid());
+  if (backends::taken_port_action(forced, holders, own_uid) == backends::TakenPort::join) {
+    return;
+  }
+  std::string holder = "another process holds the port";
+  for (const unsigned uid : holders) {
+    if (uid != own_uid) {
+      holder = "another user's process (uid " + std::to_string(uid) + ") holds the port";
+      break;
+    }
+  }
+  throw RendezvousError(
+      "cannot host the rendezvous store at " + endpoint.host + ":" + std::to_string(endpoint.port) +
+      " (" + (forced ? std::string("is_host=1") : "--local_addr names the endpoint") +
+      "): " + bind_error + "; " + holder + ", and this agent does not join whatever listens there");
+}
+
 // c10d: host when is_host says so, or when the endpoint names this agent (--local_addr) or this
 // machine (a loopback address, one of its names or addresses). Any agent on the machine may
 // win the bind of a machine's endpoint; the others become clients, as torchrun does. An agent
-// that must host (is_host=1, or --local_addr is the endpoint) and cannot bind fails: the port
-// is someone else's, and the job must not become a client of whatever listens there.
+// that should host (is_host=1, or --local_addr is the endpoint) and cannot bind fails unless
+// the port is held by its own user (refuse_unless_ours).
 Endpoint c10d_endpoint(const RendezvousConfig& config, const round::RdzvSettings& settings) {
   Endpoint endpoint;
   endpoint.host = config.host.empty() ? std::string("localhost") : config.host;
@@ -91,12 +125,7 @@ Endpoint c10d_endpoint(const RendezvousConfig& config, const round::RdzvSettings
         start_store(backends::store_bind_address(endpoint.host), endpoint.port, config.secret);
   } catch (const std::exception& error) {
     if (hosting == backends::StoreHosting::required) {
-      throw RendezvousError(
-          "cannot host the rendezvous store at " + endpoint.host + ":" +
-          std::to_string(endpoint.port) + " (" +
-          (settings.is_host ? std::string("is_host=1") : "--local_addr names the endpoint") +
-          "): " + error.what() +
-          ". Another process holds the port; this agent does not join whatever listens there");
+      refuse_unless_ours(endpoint, settings.is_host.has_value(), error.what());
     }
     // Another agent on this machine was first: use its store.
   }

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <array>
+#include <charconv>
 #include <memory>
 
 namespace ddprun::rendezvous::backends {
@@ -74,6 +75,58 @@ StoreHosting store_hosting(const HostQuestion& q, const LocalIdentity& identity)
       std::any_of(q.endpoint_addresses.begin(), q.endpoint_addresses.end(), is_loopback_address) ||
       any_common(q.endpoint_addresses, identity.addresses);
   return on_this_machine ? StoreHosting::if_free : StoreHosting::client;
+}
+
+std::vector<unsigned> listening_uids(std::string_view socket_table, std::uint16_t port) {
+  constexpr std::string_view kListen = "0A";
+  std::vector<unsigned> uids;
+  std::size_t line_start = 0;
+  while (line_start < socket_table.size()) {
+    auto line_end = socket_table.find('\n', line_start);
+    if (line_end == std::string_view::npos) {
+      line_end = socket_table.size();
+    }
+    std::vector<std::string_view> fields;
+    const auto line = socket_table.substr(line_start, line_end - line_start);
+    for (std::size_t at = 0; at < line.size();) {
+      const auto begin = line.find_first_not_of(' ', at);
+      if (begin == std::string_view::npos) {
+        break;
+      }
+      const auto end = std::min(line.find(' ', begin), line.size());
+      fields.push_back(line.substr(begin, end - begin));
+      at = end;
+    }
+    line_start = line_end + 1;
+    // sl, local_address, rem_address, st, tx_queue:rx_queue, tr:tm->when, retrnsmt, uid, ...
+    if (fields.size() < 8 || fields[3] != kListen) {
+      continue;
+    }
+    const auto colon = fields[1].rfind(':');
+    unsigned long listening_port = 0;
+    unsigned long uid = 0;
+    if (colon == std::string_view::npos ||
+        std::from_chars(fields[1].data() + colon + 1, fields[1].data() + fields[1].size(),
+                        listening_port, 16)
+                .ec != std::errc() ||
+        std::from_chars(fields[7].data(), fields[7].data() + fields[7].size(), uid).ec !=
+            std::errc()) {
+      continue;  // a line of another shape (the header)
+    }
+    if (listening_port == port &&
+        std::find(uids.begin(), uids.end(), static_cast<unsigned>(uid)) == uids.end()) {
+      uids.push_back(static_cast<unsigned>(uid));
+    }
+  }
+  return uids;
+}
+
+TakenPort taken_port_action(bool forced, const std::vector<unsigned>& listener_uids,
+                            unsigned own_uid) {
+  const bool all_ours =
+      !listener_uids.empty() && std::all_of(listener_uids.begin(), listener_uids.end(),
+                                            [own_uid](unsigned uid) { return uid == own_uid; });
+  return !forced && all_ours ? TakenPort::join : TakenPort::refuse;
 }
 
 std::vector<std::string> resolve_numeric(const std::string& host) {

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace ddprun::rendezvous::backends {
@@ -25,9 +26,22 @@ struct HostQuestion {
 
 // Whether this agent hosts the store: never; if it wins the bind (an endpoint on this machine
 // that any agent here may host: the others find the port taken and become clients, torchrun's
-// rule); or always (is_host=1, or --local_addr names the endpoint), when a failed bind means
-// another process holds the port, and joining it would hand the job to that process.
+// rule); or it should (is_host=1, or --local_addr names the endpoint), when a failed bind may
+// mean that another user's process holds the port (see host_port_holder), and joining it would
+// hand the job to that process.
 enum class StoreHosting : std::uint8_t { client, if_free, required };
+
+// Who listens on a TCP port of this machine, from the kernel's socket tables (/proc/net/tcp and
+// tcp6: one line per socket, the local address as HEXADDR:HEXPORT, state 0A for LISTEN, then the
+// owner's uid). Pure: the tables' text comes in. The uids of the listeners on `port`, each once.
+std::vector<unsigned> listening_uids(std::string_view socket_table, std::uint16_t port);
+
+// What a should-host agent whose bind failed does: join the store there when every listener on
+// the port is its own user's (another agent of this machine, torchrun's rule; the job secret
+// then still checks it), else refuse. is_host=1 always refuses.
+enum class TakenPort : std::uint8_t { join, refuse };
+TakenPort taken_port_action(bool forced, const std::vector<unsigned>& listener_uids,
+                            unsigned own_uid);
 
 // Pure.
 StoreHosting store_hosting(const HostQuestion& question, const LocalIdentity& identity);

@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <deque>
@@ -155,6 +156,33 @@ TEST_CASE("an agent with the secret refuses a store with another job's secret",
   const auto squatter =
       start_store_squatter(dir, port, {{"DDPRUN_RDZV_SECRET", "another-job-secret-0123456789"}});
   expect_refused(dir, port);
+}
+
+TEST_CASE("an agent whose --local_addr is the endpoint refuses another user's listener there",
+          "[job_secret][squatter]") {
+  // The suite runs as root (scripts/test.sh), which can start the squatter as another user.
+  REQUIRE(::getuid() == 0);
+  TempDir dir;
+  const uint16_t port = free_port("127.0.0.2");
+  const auto squatter =
+      start_squatter(dir,
+                     {"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                      std::string(DDPRUN_BIN_DIR) + "/ddprun-store", "--host", "127.0.0.2",
+                      "--port", std::to_string(port)},
+                     {}, "127.0.0.2:" + std::to_string(port));
+  auto argv = agent_argv(port);
+  const auto local = std::find(argv.begin(), argv.end(), "127.0.0.3");
+  REQUIRE(local != argv.end());
+  *local = "127.0.0.2";  // this agent should host the endpoint's store
+  Process agent(argv, dir / "agent.out", environment(dir));
+  const auto status = agent.wait_exit(60s);
+  const auto output = agent.output();
+  INFO(output);
+  CHECK(status == 1);
+  CHECK(output.find("cannot host the rendezvous store at 127.0.0.2:" + std::to_string(port) +
+                    " (--local_addr names the endpoint)") != std::string::npos);
+  CHECK(output.find("another user's process (uid 65534) holds the port") != std::string::npos);
+  CHECK_FALSE(fs::exists(dir / "worker-started"));
 }
 
 namespace {

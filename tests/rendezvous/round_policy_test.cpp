@@ -403,6 +403,35 @@ TEST_CASE("store host: is_host wins, then --local_addr, then the machine's names
   CHECK(store_hosting(local, me) == client);
 }
 
+TEST_CASE("a taken port: who listens on it, and whether a should-host agent joins") {
+  // /proc/net/tcp's layout: a header, then sl, local, remote, state, queues, timer, retransmits,
+  // uid, timeout, inode. 0x7160 = 29024; state 0A listens, 01 is established.
+  const std::string table =
+      "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  "
+      "timeout inode\n"
+      "   0: 0200007F:7160 00000000:0000 0A 00000000:00000000 00:00000000 00000000  1000        "
+      "0 4242 1 0000000000000000 100 0 0 10 0\n"
+      "   1: 0100007F:7160 0300007F:9C40 01 00000000:00000000 00:00000000 00000000  2000        "
+      "0 4243 1 0000000000000000 20 4 30 10 -1\n"
+      "   2: 00000000:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        "
+      "0 4244 1 0000000000000000 100 0 0 10 0\n"
+      "   0: 00000000000000000000000000000000:7160 00000000000000000000000000000000:0000 0A "
+      "00000000:00000000 00:00000000 00000000  3000        0 4245 1 0000000000000000 100 0 0 10 "
+      "0\n"
+      "garbage line\n";
+  CHECK(listening_uids(table, 29024) == std::vector<unsigned>{1000, 3000});
+  CHECK(listening_uids(table, 8080) == std::vector<unsigned>{0});
+  CHECK(listening_uids(table, 1).empty());
+  CHECK(listening_uids("", 29024).empty());
+
+  CHECK(taken_port_action(false, {1000}, 1000) == TakenPort::join);
+  CHECK(taken_port_action(false, {1000, 1000}, 1000) == TakenPort::join);
+  CHECK(taken_port_action(false, {1000, 3000}, 1000) == TakenPort::refuse);
+  CHECK(taken_port_action(false, {3000}, 1000) == TakenPort::refuse);
+  CHECK(taken_port_action(false, {}, 1000) == TakenPort::refuse);     // not seen: not known ours
+  CHECK(taken_port_action(true, {1000}, 1000) == TakenPort::refuse);  // is_host=1
+}
+
 TEST_CASE("store bind address: exact for numeric loopback, every interface otherwise") {
   CHECK(store_bind_address("127.0.0.3") == "127.0.0.3");
   CHECK(store_bind_address("node1") == "0.0.0.0");
