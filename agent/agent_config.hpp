@@ -109,9 +109,10 @@ struct SupervisionConfig {
   std::vector<int> signals_to_handle;  // beyond SIGTERM, SIGINT, SIGHUP and SIGQUIT
 };
 
-// The health-check server (agent/health/): TORCHELASTIC_HEALTH_CHECK_PORT, as torchrun reads it;
-// stale_after is torchrun's timeout (it passes 60 s), DDPRUN_HEALTH_CHECK_TIMEOUT changes it.
-struct HealthCheckConfig {
+// The health port (agent/health/): an HTTP server on TORCHELASTIC_HEALTH_CHECK_PORT, as torchrun
+// reads it; stale_after is torchrun's timeout (it passes 60 s), DDPRUN_HEALTH_CHECK_TIMEOUT
+// changes it. Not the node checks (--health-check, NodeCheckConfig): the names say which.
+struct HealthPortConfig {
   std::optional<uint16_t> port;  // nothing: no server
   std::string host = "0.0.0.0";  // the node's health is asked for from elsewhere
   common::Seconds stale_after{60};
@@ -130,7 +131,7 @@ struct AgentConfig {
   LogConfig logs;
   WatchdogConfig watchdog;
   SupervisionConfig supervision;
-  HealthCheckConfig health;
+  HealthPortConfig health_port;
   NodeCheckConfig node_check;
   std::optional<std::string> events_file;  // one JSON line per agent event
 };

@@ -51,13 +51,13 @@ agent::AgentConfig build_agent_config(const LaunchConfig& config) {
   agent.supervision.reap_after_kill_limit = config.uninterruptible_state_timeout;
   agent.supervision.signals_to_handle = config.signals_to_handle;
 
-  agent.health.port = config.health_check_port;
-  agent.health.stale_after = config.health_server_timeout;
+  agent.health_port.port = config.health_port;
+  agent.health_port.stale_after = config.health_port_stale_after;
 
-  agent.node_check.command = config.health_check;
-  agent.node_check.timeout = config.health_check_timeout;
-  if (config.health_check)
-    rdzv.node_check_interval = config.health_check_interval;
+  agent.node_check.command = config.node_check_command;
+  agent.node_check.timeout = config.node_check_timeout;
+  if (config.node_check_command)
+    rdzv.node_check_interval = config.node_check_interval;
 
   agent.events_file = config.events_file;
   return agent;

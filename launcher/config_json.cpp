@@ -80,11 +80,11 @@ nlohmann::json launch_config_to_json(const LaunchConfig& config) {
   json["file_timer_enabled"] = config.file_timer_enabled;
   json["timer_file"] = optional_json(config.timer_file);
   json["use_libuv"] = config.use_libuv;
-  json["health_check_port"] = optional_json(config.health_check_port);
-  json["health_server_timeout"] = config.health_server_timeout.count();
-  json["health_check"] = optional_json(config.health_check);
-  json["health_check_timeout"] = config.health_check_timeout.count();
-  json["health_check_interval"] = config.health_check_interval.count();
+  json["health_check_port"] = optional_json(config.health_port);
+  json["health_server_timeout"] = config.health_port_stale_after.count();
+  json["health_check"] = optional_json(config.node_check_command);
+  json["health_check_timeout"] = config.node_check_timeout.count();
+  json["health_check_interval"] = config.node_check_interval.count();
   json["uninterruptible_state_timeout"] = config.uninterruptible_state_timeout.count();
   json["events_file"] = optional_json(config.events_file);
   json["watchdog_timeout"] =

@@ -74,9 +74,9 @@ struct LaunchConfig {
   double straggler_factor = 2.0;
   common::Seconds straggler_window{60};
   // ddprun: --health-check, the node checks before each join (agent/node_check/); nullopt: off.
-  std::optional<std::string> health_check;
-  common::Seconds health_check_timeout{60};
-  common::Seconds health_check_interval{30};
+  std::optional<std::string> node_check_command;
+  common::Seconds node_check_timeout{60};
+  common::Seconds node_check_interval{30};
 
   // Environment variables torchrun reads, parsed here once (for --print-config; the agent's
   // file-timer setup, agent/watchdog/file_timer_setup, applies the watchdog's contract at each
@@ -88,10 +88,10 @@ struct LaunchConfig {
   // torchrun only passes it on to the workers (their own stores); so does ddprun.
   bool use_libuv = true;
   // TORCHELASTIC_HEALTH_CHECK_PORT: the agent serves its health over HTTP on this port (torchrun
-  // 2.4+ reads it but starts no server); a GET older than health_server_timeout since the loop's
+  // 2.4+ reads it but starts no server); a GET older than health_port_stale_after since the loop's
   // last progress is 503. The timeout is torchrun's 60 s, or DDPRUN_HEALTH_CHECK_TIMEOUT.
-  std::optional<uint16_t> health_check_port;
-  common::Seconds health_server_timeout{60};
+  std::optional<uint16_t> health_port;
+  common::Seconds health_port_stale_after{60};
   // TORCHELASTIC_UNINTERRUPTIBLE_STATE_TIMEOUT: after SIGKILL, how long the agent waits for a
   // worker to be reaped before it abandons it as stuck in uninterruptible sleep (D state) and
   // goes on. torchrun reads the variable for its own D-state health check (unset or 0: off);

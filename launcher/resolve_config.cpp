@@ -179,15 +179,15 @@ void resolve_torchelastic_environment(const Environment& env, LaunchConfig& conf
   // asked for and not served would only show as a dead node later, so here it is an error.
   const auto health_port = lookup(env, "TORCHELASTIC_HEALTH_CHECK_PORT");
   if (health_port) {
-    config.health_check_port = static_cast<uint16_t>(parse_int(
+    config.health_port = static_cast<uint16_t>(parse_int(
         *health_port, "TORCHELASTIC_HEALTH_CHECK_PORT", "a TCP port from 1 to 65535", 1, 65535));
   }
   config.value_sources["health_check_port"] =
       health_port ? "env:TORCHELASTIC_HEALTH_CHECK_PORT" : "default";
   const auto health_timeout = lookup(env, "DDPRUN_HEALTH_CHECK_TIMEOUT");
   if (health_timeout) {
-    config.health_server_timeout =
-        parse_seconds(*health_timeout, "DDPRUN_HEALTH_CHECK_TIMEOUT", /*positive=*/true);
+    config.health_port_stale_after =
+        seconds_option(*health_timeout, "DDPRUN_HEALTH_CHECK_TIMEOUT", /*positive=*/true);
   }
   config.value_sources["health_server_timeout"] =
       health_timeout ? "env:DDPRUN_HEALTH_CHECK_TIMEOUT" : "default";
@@ -196,7 +196,7 @@ void resolve_torchelastic_environment(const Environment& env, LaunchConfig& conf
   const auto stuck_limit = lookup(env, "TORCHELASTIC_UNINTERRUPTIBLE_STATE_TIMEOUT");
   const bool stuck_limit_given = stuck_limit && !stuck_limit->empty();
   if (stuck_limit_given) {
-    const common::Seconds limit = parse_seconds(
+    const common::Seconds limit = seconds_option(
         *stuck_limit, "TORCHELASTIC_UNINTERRUPTIBLE_STATE_TIMEOUT", /*positive=*/false);
     if (limit > common::Seconds::zero())
       config.uninterruptible_state_timeout = limit;
@@ -351,7 +351,7 @@ ResolvedLaunch resolve_launch(const ParsedCommandLine& parsed, const Environment
         parse_int(v->text, label("max_restarts", *v), "an integer, 0 or more", 0, int_max);
   }
   if (auto v = values.get("monitor_interval")) {
-    config.monitor_interval = parse_seconds(v->text, label("monitor_interval", *v), true);
+    config.monitor_interval = seconds_option(v->text, label("monitor_interval", *v), true);
   }
   if (auto v = values.get("start_method")) {
     config.start_method =
@@ -363,35 +363,35 @@ ResolvedLaunch resolve_launch(const ParsedCommandLine& parsed, const Environment
     config.role = v->text;
   }
   if (auto v = values.get("shutdown_timeout")) {
-    config.shutdown_timeout = parse_seconds(v->text, label("shutdown_timeout", *v), false);
+    config.shutdown_timeout = seconds_option(v->text, label("shutdown_timeout", *v), false);
   } else if (auto legacy = lookup(env, "TORCH_ELASTIC_SHUTDOWN_TIMEOUT")) {
     config.shutdown_timeout =
-        parse_seconds(*legacy, "--shutdown-timeout (from TORCH_ELASTIC_SHUTDOWN_TIMEOUT)", false);
+        seconds_option(*legacy, "--shutdown-timeout (from TORCH_ELASTIC_SHUTDOWN_TIMEOUT)", false);
     values.override_source("shutdown_timeout", "env:TORCH_ELASTIC_SHUTDOWN_TIMEOUT");
   }
   if (auto v = values.get("watchdog_timeout")) {
-    config.watchdog_timeout = parse_seconds(v->text, label("watchdog_timeout", *v), true);
+    config.watchdog_timeout = seconds_option(v->text, label("watchdog_timeout", *v), true);
   }
   if (auto v = values.get("straggler_factor")) {
     config.straggler_factor = parse_straggler_factor(v->text, label("straggler_factor", *v));
   }
   if (auto v = values.get("straggler_window")) {
-    config.straggler_window = parse_seconds(v->text, label("straggler_window", *v), true);
+    config.straggler_window = seconds_option(v->text, label("straggler_window", *v), true);
   }
   if (auto v = values.get("health_check")) {
     if (common::trim(v->text).empty())
       throw UsageError(label("health_check", *v), "empty",
                        "a shell command (`true`: built-ins only)");
-    config.health_check = v->text;
+    config.node_check_command = v->text;
   }
   if (auto v = values.get("health_check_timeout")) {
-    config.health_check_timeout = parse_seconds(v->text, label("health_check_timeout", *v), true);
+    config.node_check_timeout = seconds_option(v->text, label("health_check_timeout", *v), true);
   }
   if (auto v = values.get("health_check_interval")) {
-    config.health_check_interval = parse_seconds(v->text, label("health_check_interval", *v), true);
+    config.node_check_interval = seconds_option(v->text, label("health_check_interval", *v), true);
   }
   if (auto v = values.get("exit_barrier_timeout")) {
-    config.exit_barrier_timeout = parse_seconds(v->text, label("exit_barrier_timeout", *v), false);
+    config.exit_barrier_timeout = seconds_option(v->text, label("exit_barrier_timeout", *v), false);
   }
   {
     auto v = values.get("signals_to_handle");

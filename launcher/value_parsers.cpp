@@ -98,7 +98,7 @@ double parse_straggler_factor(std::string_view text, const std::string& option) 
   return number->count();
 }
 
-common::Seconds parse_seconds(std::string_view text, const std::string& option, bool positive) {
+common::Seconds seconds_option(std::string_view text, const std::string& option, bool positive) {
   const auto parsed = common::parse_seconds(text, /*zero_allowed=*/!positive);
   if (const auto* seconds = std::get_if<common::Seconds>(&parsed))
     return *seconds;
@@ -200,7 +200,7 @@ rendezvous::round::RdzvSettings check_rdzv_conf_values(
   for (const auto& [key, value] : conf) {
     const std::string where = option + " " + key;
     if (key == "timeout") {
-      const common::Seconds timeout = parse_seconds(value, where, /*positive=*/true);
+      const common::Seconds timeout = seconds_option(value, where, /*positive=*/true);
       // static's own key (torchrun injects 900); c10d's join_timeout wins when both are given.
       if (static_backend && !conf.contains("join_timeout"))
         settings.join_timeout = timeout;

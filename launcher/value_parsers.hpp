@@ -28,8 +28,9 @@ std::string_view without_enclosing_quotes(std::string_view text);
 int parse_int(std::string_view text, const std::string& option, const std::string& expected,
               int min, int max);
 
-// A number of seconds, common::parse_seconds's rules (strictly positive when `positive`).
-common::Seconds parse_seconds(std::string_view text, const std::string& option, bool positive);
+// A number of seconds given for `option` (common::parse_seconds, the one parser; strictly positive
+// when `positive`), or a UsageError naming the option.
+common::Seconds seconds_option(std::string_view text, const std::string& option, bool positive);
 
 // --straggler-factor: 0 (off), or a decimal number from 1 to 1000 (the seconds grammar).
 double parse_straggler_factor(std::string_view text, const std::string& option);

@@ -557,12 +557,12 @@ void AgentLoop::check_node(const round::CheckNode& /*request*/) {
 }
 
 bool AgentLoop::start_health_server() {
-  if (!config_.health.port) {
+  if (!config_.health_port.port) {
     return true;
   }
   try {
-    health_server_.emplace(config_.health.host, *config_.health.port, config_.health.stale_after,
-                           health_board_);
+    health_server_.emplace(config_.health_port.host, *config_.health_port.port,
+                           config_.health_port.stale_after, health_board_);
   } catch (const std::exception& error) {
     std::fprintf(stderr, "ddprun: %s\n", error.what());
     events_.record("exit", {{"exit_code", round::kExitFailure}, {"reason", error.what()}});
@@ -590,7 +590,8 @@ void AgentLoop::report_health() {
 }
 
 void AgentLoop::tick_health() {
-  health_timer_.expires_after(steady(std::min(kHealthTickLimit, config_.health.stale_after / 3)));
+  health_timer_.expires_after(
+      steady(std::min(kHealthTickLimit, config_.health_port.stale_after / 3)));
   health_timer_.async_wait([this](const boost::system::error_code& error) {
     if (error || exit_status_) {
       return;

@@ -13,8 +13,8 @@
 namespace ddprun::rendezvous::round {
 namespace {
 
-common::Seconds parse_seconds(const std::string& key, const std::string& text,
-                              bool zero_allowed = false) {
+common::Seconds seconds_setting(const std::string& key, const std::string& text,
+                                bool zero_allowed = false) {
   const auto parsed = common::parse_seconds(text, zero_allowed);
   if (const auto* seconds = std::get_if<common::Seconds>(&parsed))
     return *seconds;
@@ -51,7 +51,7 @@ bool parse_bool(const std::string& key, const std::string& text) {
 // The keys whose values are seconds, and the setting each sets.
 struct SecondsKey {
   std::string_view key;
-  common::Seconds RdzvSettings::*field;
+  common::Seconds RdzvSettings::* field;
   bool zero_allowed;
 };
 constexpr SecondsKey kSecondsKeys[] = {
@@ -71,7 +71,7 @@ RdzvSettings parse_rdzv_settings(const std::map<std::string, std::string>& rdzv_
     const auto seconds = std::find_if(std::begin(kSecondsKeys), std::end(kSecondsKeys),
                                       [&](const SecondsKey& entry) { return key == entry.key; });
     if (seconds != std::end(kSecondsKeys)) {
-      settings.*(seconds->field) = parse_seconds(key, value, seconds->zero_allowed);
+      settings.*(seconds->field) = seconds_setting(key, value, seconds->zero_allowed);
     } else if (key == "keep_alive_max_attempt") {
       settings.keep_alive_max_attempt = parse_count(key, value);
     } else if (key == "is_host") {

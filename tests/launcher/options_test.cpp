@@ -392,9 +392,9 @@ TEST_CASE("torchrun's agent variables: file timer and USE_LIBUV, as torchrun 2.1
 
 TEST_CASE("--health-check: off by default; on, the agent checks before each join") {
   auto c = resolve({"s.py"}).config;
-  CHECK_FALSE(c.health_check);
-  CHECK(c.health_check_timeout == ddprun::common::Seconds(60));
-  CHECK(c.health_check_interval == ddprun::common::Seconds(30));
+  CHECK_FALSE(c.node_check_command);
+  CHECK(c.node_check_timeout == ddprun::common::Seconds(60));
+  CHECK(c.node_check_interval == ddprun::common::Seconds(30));
   auto agent = ddprun::launcher::build_agent_config(c);
   CHECK_FALSE(agent.node_check.command);
   CHECK_FALSE(agent.rendezvous.node_check_interval);  // the round machine never asks
@@ -411,18 +411,19 @@ TEST_CASE("--health-check: off by default; on, the agent checks before each join
 
 TEST_CASE("TORCHELASTIC_HEALTH_CHECK_PORT and DDPRUN_HEALTH_CHECK_TIMEOUT: checked once, here") {
   auto c = resolve({"s.py"}).config;
-  CHECK_FALSE(c.health_check_port);
-  CHECK(c.health_server_timeout == ddprun::common::Seconds(60));  // torchrun passes 60
+  CHECK_FALSE(c.health_port);
+  CHECK(c.health_port_stale_after == ddprun::common::Seconds(60));  // torchrun passes 60
   CHECK(c.value_sources.at("health_check_port") == "default");
   c = resolve({"s.py"},
               {{"TORCHELASTIC_HEALTH_CHECK_PORT", "8080"}, {"DDPRUN_HEALTH_CHECK_TIMEOUT", "2.5"}})
           .config;
-  CHECK(c.health_check_port == 8080);
-  CHECK(c.health_server_timeout == ddprun::common::Seconds(2.5));
+  CHECK(c.health_port == 8080);
+  CHECK(c.health_port_stale_after == ddprun::common::Seconds(2.5));
   CHECK(c.value_sources.at("health_check_port") == "env:TORCHELASTIC_HEALTH_CHECK_PORT");
   CHECK(c.value_sources.at("health_server_timeout") == "env:DDPRUN_HEALTH_CHECK_TIMEOUT");
-  CHECK(ddprun::launcher::build_agent_config(c).health.port == 8080);
-  CHECK(ddprun::launcher::build_agent_config(c).health.stale_after == ddprun::common::Seconds(2.5));
+  CHECK(ddprun::launcher::build_agent_config(c).health_port.port == 8080);
+  CHECK(ddprun::launcher::build_agent_config(c).health_port.stale_after ==
+        ddprun::common::Seconds(2.5));
   for (const char* bad : {"", "http", "0", "65536", "-1", "80.5"}) {
     INFO(bad);
     CHECK_THROWS_WITH(resolve({"s.py"}, {{"TORCHELASTIC_HEALTH_CHECK_PORT", bad}}),

@@ -120,19 +120,19 @@ TEST_CASE("filters, local ranks, signals, integers, seconds, env flags") {
   CHECK(l::parse_int(" +7 ", "x", "e", 0, 10) == 7);
   CHECK_THROWS(l::parse_int("11", "x", "e", 0, 10));
   CHECK_THROWS(l::parse_int("1e3", "x", "e", 0, 10000));
-  CHECK(l::parse_seconds("1e2", "x", true) == ddprun::common::Seconds(100));
-  CHECK(l::parse_seconds("0", "x", false) == ddprun::common::Seconds(0));
-  CHECK(l::parse_seconds(" .5 ", "x", true) == ddprun::common::Seconds(0.5));
-  CHECK(l::parse_seconds("5.", "x", true) == ddprun::common::Seconds(5));
-  CHECK(l::parse_seconds("2.5E+1", "x", true) == ddprun::common::Seconds(25));
-  CHECK(l::parse_seconds("1e7", "x", true) == ddprun::common::Seconds(1e7));
+  CHECK(l::seconds_option("1e2", "x", true) == ddprun::common::Seconds(100));
+  CHECK(l::seconds_option("0", "x", false) == ddprun::common::Seconds(0));
+  CHECK(l::seconds_option(" .5 ", "x", true) == ddprun::common::Seconds(0.5));
+  CHECK(l::seconds_option("5.", "x", true) == ddprun::common::Seconds(5));
+  CHECK(l::seconds_option("2.5E+1", "x", true) == ddprun::common::Seconds(25));
+  CHECK(l::seconds_option("1e7", "x", true) == ddprun::common::Seconds(1e7));
   for (const char* bad : {"0", "-1", "nan", "inf", "", "5s", "+5", "0x10", ".", "1e", "1e+", "e5",
                           "-", "1..2", "1e400", "1e-400", "1.5e7", "5 5"}) {
     INFO(bad);
-    CHECK_THROWS(l::parse_seconds(bad, "x", true));
+    CHECK_THROWS(l::seconds_option(bad, "x", true));
   }
-  CHECK_THROWS_WITH(l::parse_seconds("0x10", "x", true), Catch::Contains("not a number"));
-  CHECK_THROWS_WITH(l::parse_seconds("1e400", "x", true), Catch::Contains("out of range"));
+  CHECK_THROWS_WITH(l::seconds_option("0x10", "x", true), Catch::Contains("not a number"));
+  CHECK_THROWS_WITH(l::seconds_option("1e400", "x", true), Catch::Contains("out of range"));
   CHECK(l::parse_env_flag("1", "PET_X"));
   CHECK_FALSE(l::parse_env_flag("0", "PET_X"));
   CHECK(l::parse_env_flag("2", "PET_X"));
