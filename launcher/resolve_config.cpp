@@ -215,18 +215,37 @@ std::string omp_num_threads_warning() {
          "*****************************************";
 }
 
-ResolvedLaunch resolve_launch(const ParsedCommandLine& parsed, const Environment& env,
-                              const HostFacts& facts) {
-  ResolvedLaunch resolved;
-  LaunchConfig& config = resolved.config;
-  const std::optional<SlurmStep> slurm = read_slurm_step(env);
-  OptionValues values(parsed, slurm ? &*slurm : nullptr, config);
+namespace {
+
+// The rendezvous endpoint's members, for etcd: EtcdOptionError names the option at fault.
+void resolve_etcd_endpoint(const std::optional<RawValue>& endpoint, LaunchConfig& config) {
+  const std::string option =
+      endpoint ? OptionValues::label("rdzv_endpoint", *endpoint) : std::string("--rdzv_endpoint");
+  if (!endpoint || endpoint->text.empty()) {
+    throw UsageError(option, "the etcd backend needs the etcd members",
+                     "HOST:PORT[,HOST:PORT...] (etcd's client port is 2379 by default)");
+  }
+  try {
+    config.etcd = rendezvous::backends::etcd::etcd_options_from_command_line(endpoint->text,
+                                                                             config.rdzv_conf);
+  } catch (const rendezvous::backends::etcd::EtcdOptionError& error) {
+    throw UsageError(error.option() == "rdzv_endpoint" ? option : "--rdzv_conf",
+                     error.option() == "rdzv_endpoint" ? error.problem() : error.what(),
+                     "etcd members as HOST:PORT[,HOST:PORT...] and etcd's --rdzv_conf keys "
+                     "protocol=http|https, cacert, cert, key, etcd_prefix, user, password_file, "
+                     "insecure_auth");
+  }
+  config.rdzv_endpoint = endpoint->text;
+  config.rdzv_host = config.etcd->endpoints.front().host;
+  config.rdzv_port = config.etcd->endpoints.front().port;
+}
+
+// --nnodes and --nproc-per-node.
+void resolve_nodes(OptionValues& values, const Environment& env, const HostFacts& facts,
+                   LaunchConfig& config) {
   const auto label = [](const std::string& dest, const RawValue& value) {
     return OptionValues::label(dest, value);
   };
-  const int int_max = std::numeric_limits<int>::max();
-
-  // Nodes.
   if (auto v = values.get("nnodes")) {
     const NodeRange range = parse_nnodes(v->text, label("nnodes", *v));
     config.min_nodes = range.min;
@@ -235,8 +254,15 @@ ResolvedLaunch resolve_launch(const ParsedCommandLine& parsed, const Environment
   if (auto v = values.get("nproc_per_node")) {
     config.nproc_per_node = resolve_nproc(*v, label("nproc_per_node", *v), env, facts);
   }
+}
 
-  // Rendezvous.
+// The rendezvous options; returns --rdzv-endpoint as given (Slurm's default is only c10d's).
+std::optional<RawValue> resolve_rendezvous_options(OptionValues& values, const Environment& env,
+                                                   LaunchConfig& config) {
+  const auto label = [](const std::string& dest, const RawValue& value) {
+    return OptionValues::label(dest, value);
+  };
+  const int int_max = std::numeric_limits<int>::max();
   config.standalone = values.flag("standalone");
   if (auto v = values.get("rdzv_backend")) {
     config.rdzv_backend = check_choice(*v, label("rdzv_backend", *v),
@@ -285,6 +311,18 @@ ResolvedLaunch resolve_launch(const ParsedCommandLine& parsed, const Environment
   if (auto v = values.get("local_addr"); v && !v->text.empty())
     config.local_addr = v->text;
 
+  return endpoint;
+}
+
+// Where the rendezvous is: standalone's own store, etcd's members, c10d's or static's store.
+void resolve_endpoint(const std::optional<RawValue>& endpoint, const HostFacts& facts,
+                      OptionValues& values, ResolvedLaunch& resolved) {
+  LaunchConfig& config = resolved.config;
+  const bool is_static = config.rdzv_backend == "static" && !config.standalone;
+  const bool is_etcd = config.rdzv_backend == "etcd" && !config.standalone;
+  const auto label = [](const std::string& dest, const RawValue& value) {
+    return OptionValues::label(dest, value);
+  };
   if (config.standalone) {
     config.rdzv_backend = "c10d";
     config.rdzv_endpoint = "localhost:0";
@@ -295,32 +333,7 @@ ResolvedLaunch resolve_launch(const ParsedCommandLine& parsed, const Environment
       values.override_source(dest, "standalone");
     }
   } else if (is_etcd) {
-    const std::string option =
-        endpoint ? label("rdzv_endpoint", *endpoint) : std::string("--rdzv_endpoint");
-    if (!endpoint || endpoint->text.empty()) {
-      throw UsageError(option, "the etcd backend needs the etcd members",
-                       "HOST:PORT[,HOST:PORT...] (etcd's client port is 2379 by default)");
-    }
-    try {
-      config.etcd = rendezvous::backends::etcd::etcd_options_from_command_line(endpoint->text,
-                                                                               config.rdzv_conf);
-    } catch (const std::invalid_argument& error) {
-      // The message names the part at fault ("rdzv_endpoint: ...", "rdzv_conf cacert: ...").
-      std::string problem = error.what();
-      std::string at = option;
-      if (problem.starts_with("rdzv_endpoint: ")) {
-        problem.erase(0, std::string_view("rdzv_endpoint: ").size());
-      } else if (problem.starts_with("rdzv_conf")) {
-        at = "--rdzv_conf";
-      }
-      throw UsageError(at, problem,
-                       "etcd members as HOST:PORT[,HOST:PORT...] and etcd's --rdzv_conf keys "
-                       "protocol=http|https, cacert, cert, key, etcd_prefix, user, password_file, "
-                       "insecure_auth");
-    }
-    config.rdzv_endpoint = endpoint->text;
-    config.rdzv_host = config.etcd->endpoints.front().host;
-    config.rdzv_port = config.etcd->endpoints.front().port;
+    resolve_etcd_endpoint(endpoint, config);
   } else if (endpoint && !endpoint->text.empty()) {
     const std::string option = label("rdzv_endpoint", *endpoint);
     const Endpoint parsed_endpoint = parse_endpoint(endpoint->text, option);
@@ -344,8 +357,14 @@ ResolvedLaunch resolve_launch(const ParsedCommandLine& parsed, const Environment
         "master_addr is only used for static rdzv_backend and when rdzv_endpoint is not "
         "specified.");
   }
+}
 
-  // Worker lifecycle.
+// Restarts, timeouts, watchdogs, node checks, signals: the workers' lifecycle.
+void resolve_worker_lifecycle(OptionValues& values, const Environment& env, LaunchConfig& config) {
+  const auto label = [](const std::string& dest, const RawValue& value) {
+    return OptionValues::label(dest, value);
+  };
+  const int int_max = std::numeric_limits<int>::max();
   if (auto v = values.get("max_restarts")) {
     config.max_restarts =
         parse_int(v->text, label("max_restarts", *v), "an integer, 0 or more", 0, int_max);
@@ -408,8 +427,15 @@ ResolvedLaunch resolve_launch(const ParsedCommandLine& parsed, const Environment
   if (config.virtual_local_rank) {
     check_virtual_local_ranks(config.nproc_per_node, lookup(env, "CUDA_VISIBLE_DEVICES"));
   }
+}
 
-  // Logs.
+// Where the workers' output goes, and the other files and bindings of the run.
+void resolve_logs(OptionValues& values, const Environment& env, const HostFacts& facts,
+                  ResolvedLaunch& resolved) {
+  LaunchConfig& config = resolved.config;
+  const auto label = [](const std::string& dest, const RawValue& value) {
+    return OptionValues::label(dest, value);
+  };
   if (auto v = values.get("log_dir"); v && !v->text.empty())
     config.logs.log_dir = v->text;
   if (auto v = values.get("redirects")) {
@@ -467,10 +493,11 @@ ResolvedLaunch resolve_launch(const ParsedCommandLine& parsed, const Environment
       throw UsageError(label("events_file", *v), "empty", "a file path");
     config.events_file = v->text;
   }
+}
 
-  resolve_torchelastic_environment(env, config);
-
-  // Entry point.
+// What each worker runs.
+void resolve_entry_point(const ParsedCommandLine& parsed, OptionValues& values,
+                         const Environment& env, const HostFacts& facts, LaunchConfig& config) {
   EntryPointRequest request;
   request.module = values.flag("module");
   request.no_python = values.flag("no_python");
@@ -490,6 +517,23 @@ ResolvedLaunch resolve_launch(const ParsedCommandLine& parsed, const Environment
   config.entry_point = request.entry_point;
   config.entry_args = request.args;
   config.worker_argv = std::move(plan.worker_argv);
+}
+
+}  // namespace
+
+ResolvedLaunch resolve_launch(const ParsedCommandLine& parsed, const Environment& env,
+                              const HostFacts& facts) {
+  ResolvedLaunch resolved;
+  LaunchConfig& config = resolved.config;
+  const std::optional<SlurmStep> slurm = read_slurm_step(env);
+  OptionValues values(parsed, slurm ? &*slurm : nullptr, config);
+  resolve_nodes(values, env, facts, config);
+  const auto endpoint = resolve_rendezvous_options(values, env, config);
+  resolve_endpoint(endpoint, facts, values, resolved);
+  resolve_worker_lifecycle(values, env, config);
+  resolve_logs(values, env, facts, resolved);
+  resolve_torchelastic_environment(env, config);
+  resolve_entry_point(parsed, values, env, facts, config);
 
   // torchrun's rule: several workers on a node would each start a full OpenMP pool.
   if (!env.contains("OMP_NUM_THREADS") && config.nproc_per_node > 1) {

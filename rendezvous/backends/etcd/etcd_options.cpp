@@ -17,8 +17,8 @@ std::uint16_t parse_port(std::string_view text, std::string_view entry) {
   const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (text.empty() || error != std::errc() || end != text.data() + text.size() || value == 0 ||
       value > 65535) {
-    throw std::invalid_argument("rdzv_endpoint: bad port in '" + std::string(entry) +
-                                "' (expected 1-65535)");
+    throw EtcdOptionError("rdzv_endpoint",
+                          "bad port in '" + std::string(entry) + "' (expected 1-65535)");
   }
   return static_cast<std::uint16_t>(value);
 }
@@ -27,14 +27,15 @@ EtcdEndpoint parse_one(std::string_view entry) {
   EtcdEndpoint endpoint;
   std::string_view rest = entry;
   if (const auto scheme = rest.find("://"); scheme != std::string_view::npos) {
-    throw std::invalid_argument("rdzv_endpoint: '" + std::string(entry) +
-                                "' has a scheme; give host:port and set protocol=https in "
-                                "--rdzv_conf for TLS");
+    throw EtcdOptionError("rdzv_endpoint",
+                          "'" + std::string(entry) +
+                              "' has a scheme; give host:port and set protocol=https in "
+                              "--rdzv_conf for TLS");
   }
   if (!rest.empty() && rest.front() == '[') {
     const auto close = rest.find(']');
     if (close == std::string_view::npos) {
-      throw std::invalid_argument("rdzv_endpoint: unclosed '[' in '" + std::string(entry) + "'");
+      throw EtcdOptionError("rdzv_endpoint", "unclosed '[' in '" + std::string(entry) + "'");
     }
     endpoint.host = std::string(rest.substr(1, close - 1));
     rest.remove_prefix(close + 1);
@@ -43,14 +44,14 @@ EtcdEndpoint parse_one(std::string_view entry) {
     } else if (rest.front() == ':') {
       endpoint.port = parse_port(rest.substr(1), entry);
     } else {
-      throw std::invalid_argument("rdzv_endpoint: unexpected text after ']' in '" +
-                                  std::string(entry) + "'");
+      throw EtcdOptionError("rdzv_endpoint",
+                            "unexpected text after ']' in '" + std::string(entry) + "'");
     }
   } else {
     const auto colon = rest.rfind(':');
     if (colon != std::string_view::npos && rest.find(':') != colon) {
-      throw std::invalid_argument("rdzv_endpoint: write the IPv6 address in '" +
-                                  std::string(entry) + "' as [address]:port");
+      throw EtcdOptionError("rdzv_endpoint", "write the IPv6 address in '" + std::string(entry) +
+                                                 "' as [address]:port");
     }
     if (colon == std::string_view::npos) {
       endpoint.host = std::string(rest);
@@ -61,13 +62,13 @@ EtcdEndpoint parse_one(std::string_view entry) {
     }
   }
   if (endpoint.host.empty()) {
-    throw std::invalid_argument("rdzv_endpoint: missing host in '" + std::string(entry) + "'");
+    throw EtcdOptionError("rdzv_endpoint", "missing host in '" + std::string(entry) + "'");
   }
   for (const char c : endpoint.host) {
     const bool allowed = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
                          (c >= '0' && c <= '9') || c == '.' || c == '-' || c == '_' || c == ':';
     if (!allowed) {
-      throw std::invalid_argument("rdzv_endpoint: bad character in host '" + endpoint.host + "'");
+      throw EtcdOptionError("rdzv_endpoint", "bad character in host '" + endpoint.host + "'");
     }
   }
   return endpoint;
@@ -81,12 +82,12 @@ std::vector<EtcdEndpoint> parse_etcd_endpoints(std::string_view text) {
     const auto comma = text.find(',');
     const std::string_view entry = trim(text.substr(0, comma));
     if (entry.empty()) {
-      throw std::invalid_argument("rdzv_endpoint: empty entry in the etcd endpoint list");
+      throw EtcdOptionError("rdzv_endpoint", "empty entry in the etcd endpoint list");
     }
     endpoints.push_back(parse_one(entry));
     if (endpoints.size() > kMaxEtcdEndpoints) {
-      throw std::invalid_argument("rdzv_endpoint: more than " + std::to_string(kMaxEtcdEndpoints) +
-                                  " etcd endpoints");
+      throw EtcdOptionError("rdzv_endpoint",
+                            "more than " + std::to_string(kMaxEtcdEndpoints) + " etcd endpoints");
     }
     if (comma == std::string_view::npos) {
       break;
@@ -98,16 +99,16 @@ std::vector<EtcdEndpoint> parse_etcd_endpoints(std::string_view text) {
 
 void validate(const EtcdOptions& options) {
   if (options.endpoints.empty()) {
-    throw std::invalid_argument("rdzv_endpoint: no etcd endpoint given");
+    throw EtcdOptionError("rdzv_endpoint", "no etcd endpoint given");
   }
   if (options.endpoints.size() > kMaxEtcdEndpoints) {
-    throw std::invalid_argument("rdzv_endpoint: more than " + std::to_string(kMaxEtcdEndpoints) +
-                                " etcd endpoints");
+    throw EtcdOptionError("rdzv_endpoint",
+                          "more than " + std::to_string(kMaxEtcdEndpoints) + " etcd endpoints");
   }
   for (const auto& endpoint : options.endpoints) {
     if (endpoint.host.empty() || endpoint.port == 0) {
-      throw std::invalid_argument("rdzv_endpoint: incomplete etcd endpoint '" +
-                                  format_endpoint(endpoint) + "'");
+      throw EtcdOptionError("rdzv_endpoint",
+                            "incomplete etcd endpoint '" + format_endpoint(endpoint) + "'");
     }
   }
   if (options.lease_ttl.count() < 1) {
@@ -125,25 +126,25 @@ void validate(const EtcdOptions& options) {
   }
   const auto& tls = options.tls;
   if (!tls.enabled && (!tls.ca_file.empty() || !tls.cert_file.empty() || !tls.key_file.empty())) {
-    throw std::invalid_argument("rdzv_conf: cacert, cert and key need protocol=https");
+    throw EtcdOptionError("rdzv_conf", "cacert, cert and key need protocol=https");
   }
   if (tls.cert_file.empty() != tls.key_file.empty()) {
-    throw std::invalid_argument(
-        "rdzv_conf: cert and key go together (client certificate and "
-        "its private key)");
+    throw EtcdOptionError("rdzv_conf",
+                          "cert and key go together (client certificate and its private key)");
   }
   const auto& auth = options.auth;
   if (!auth.enabled() && !auth.password_file.empty()) {
-    throw std::invalid_argument("rdzv_conf password_file: needs user (the etcd user it is for)");
+    throw EtcdOptionError("rdzv_conf password_file", "needs user (the etcd user it is for)");
   }
   for (const char c : auth.user) {
     if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f || c == '\'' || c == '"') {
-      throw std::invalid_argument("rdzv_conf user: has a control character or a quote");
+      throw EtcdOptionError("rdzv_conf user", "has a control character or a quote");
     }
   }
   if (auth.enabled() && !tls.enabled && !auth.insecure_transport_allowed) {
-    throw std::invalid_argument(
-        "rdzv_conf user: the etcd password, and the token etcd trades for it, would cross the "
+    throw EtcdOptionError(
+        "rdzv_conf user",
+        "the etcd password, and the token etcd trades for it, would cross the "
         "network in clear over http; give protocol=https (and cacert), or insecure_auth=1 "
         "where the network is trusted (etcd on loopback, a private network)");
   }
@@ -154,8 +155,9 @@ namespace {
 // An etcd key folder: absolute, printable, no empty or dot segments (etcdctl users read these).
 std::string checked_prefix(const std::string& prefix) {
   const auto bad = [&](const std::string& why) {
-    return std::invalid_argument("rdzv_conf etcd_prefix: '" + prefix + "' " + why +
-                                 "; expected an absolute key folder such as /jobs/team-a");
+    return EtcdOptionError(
+        "rdzv_conf etcd_prefix",
+        "'" + prefix + "' " + why + "; expected an absolute key folder such as /jobs/team-a");
   };
   if (prefix.empty() || prefix.front() != '/') {
     throw bad("does not start with /");
@@ -200,9 +202,10 @@ bool insecure_auth(const std::map<std::string, std::string>& conf) {
   if (it->second == "1") {
     return true;
   }
-  throw std::invalid_argument("rdzv_conf insecure_auth: '" + it->second +
-                              "' is not a valid choice; expected 1 (send etcd's password over "
-                              "plain http) or 0");
+  throw EtcdOptionError("rdzv_conf insecure_auth",
+                        "'" + it->second +
+                            "' is not a valid choice; expected 1 (send etcd's password over "
+                            "plain http) or 0");
 }
 
 }  // namespace
@@ -213,8 +216,8 @@ EtcdOptions etcd_options_from_command_line(std::string_view endpoints,
   options.endpoints = parse_etcd_endpoints(endpoints);
   const std::string protocol = conf_value(rdzv_conf, "protocol");
   if (!protocol.empty() && protocol != "http" && protocol != "https") {
-    throw std::invalid_argument("rdzv_conf protocol: '" + protocol +
-                                "' is not a valid choice; expected http|https");
+    throw EtcdOptionError("rdzv_conf protocol",
+                          "'" + protocol + "' is not a valid choice; expected http|https");
   }
   options.tls.enabled = protocol == "https";
   options.tls.ca_file = conf_value(rdzv_conf, "cacert");
@@ -224,13 +227,13 @@ EtcdOptions etcd_options_from_command_line(std::string_view endpoints,
   options.auth.password_file = conf_value(rdzv_conf, "password_file");
   options.auth.insecure_transport_allowed = insecure_auth(rdzv_conf);
   if (rdzv_conf.contains("user") && options.auth.user.empty()) {
-    throw std::invalid_argument("rdzv_conf user: empty; give the etcd user's name");
+    throw EtcdOptionError("rdzv_conf user", "empty; give the etcd user's name");
   }
   if (rdzv_conf.contains("password")) {
-    throw std::invalid_argument(
-        "rdzv_conf password: a password on the command line is visible to every user of the "
-        "machine; give password_file=PATH (mode 0600) or the environment variable " +
-        std::string(kEtcdPasswordEnv));
+    throw EtcdOptionError("rdzv_conf password",
+                          "a password on the command line is visible to every user of the machine; "
+                          "give password_file=PATH (mode 0600) or the environment variable " +
+                              std::string(kEtcdPasswordEnv));
   }
   const auto prefix = rdzv_conf.find("etcd_prefix");
   const std::string folder =

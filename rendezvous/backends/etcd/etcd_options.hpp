@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -14,6 +15,23 @@
 #include "rendezvous/backends/etcd/http_limits.hpp"
 
 namespace ddprun::rendezvous::backends::etcd {
+
+// An etcd option that cannot be used, with which option it is ("rdzv_endpoint", "rdzv_conf
+// user", ...) as data: the launcher names it without reading the message. what() is
+// "<option>: <problem>".
+class EtcdOptionError : public std::invalid_argument {
+ public:
+  EtcdOptionError(std::string option, std::string problem)
+      : std::invalid_argument(option + ": " + problem),
+        option_(std::move(option)),
+        problem_(std::move(problem)) {}
+  const std::string& option() const { return option_; }
+  const std::string& problem() const { return problem_; }
+
+ private:
+  std::string option_;
+  std::string problem_;
+};
 
 struct EtcdEndpoint {
   std::string host;  // name or IP address (IPv6 without brackets)
@@ -73,7 +91,7 @@ inline constexpr std::size_t kMaxEtcdPrefixBytes = 256;
 // etcd_prefix (a key folder every run's keys go under; default /, so a run's keys are
 // /ddprun/rdzv/<run_id>/...), and ddprun's user and password_file (auth.password stays empty:
 // the launcher reads it), and insecure_auth (1|0). Durations keep their defaults (the agent derives
-// them from the round's settings). Throws std::invalid_argument naming the option at fault.
+// them from the round's settings). Throws EtcdOptionError naming the option at fault.
 EtcdOptions etcd_options_from_command_line(std::string_view endpoints,
                                            const std::map<std::string, std::string>& rdzv_conf);
 
