@@ -217,10 +217,15 @@ std::string omp_num_threads_warning() {
 
 namespace {
 
+// How a message names an option: as given (--flag, PET_*, Slurm).
+std::string label(const std::string& dest, const RawValue& value) {
+  return OptionValues::label(dest, value);
+}
+
 // The rendezvous endpoint's members, for etcd: EtcdOptionError names the option at fault.
 void resolve_etcd_endpoint(const std::optional<RawValue>& endpoint, LaunchConfig& config) {
   const std::string option =
-      endpoint ? OptionValues::label("rdzv_endpoint", *endpoint) : std::string("--rdzv_endpoint");
+      endpoint ? label("rdzv_endpoint", *endpoint) : std::string("--rdzv_endpoint");
   if (!endpoint || endpoint->text.empty()) {
     throw UsageError(option, "the etcd backend needs the etcd members",
                      "HOST:PORT[,HOST:PORT...] (etcd's client port is 2379 by default)");
@@ -243,9 +248,6 @@ void resolve_etcd_endpoint(const std::optional<RawValue>& endpoint, LaunchConfig
 // --nnodes and --nproc-per-node.
 void resolve_nodes(OptionValues& values, const Environment& env, const HostFacts& facts,
                    LaunchConfig& config) {
-  const auto label = [](const std::string& dest, const RawValue& value) {
-    return OptionValues::label(dest, value);
-  };
   if (auto v = values.get("nnodes")) {
     const NodeRange range = parse_nnodes(v->text, label("nnodes", *v));
     config.min_nodes = range.min;
@@ -259,9 +261,6 @@ void resolve_nodes(OptionValues& values, const Environment& env, const HostFacts
 // The rendezvous options; returns --rdzv-endpoint as given (Slurm's default is only c10d's).
 std::optional<RawValue> resolve_rendezvous_options(OptionValues& values, const Environment& env,
                                                    LaunchConfig& config) {
-  const auto label = [](const std::string& dest, const RawValue& value) {
-    return OptionValues::label(dest, value);
-  };
   const int int_max = std::numeric_limits<int>::max();
   config.standalone = values.flag("standalone");
   if (auto v = values.get("rdzv_backend")) {
@@ -320,9 +319,6 @@ void resolve_endpoint(const std::optional<RawValue>& endpoint, const HostFacts& 
   LaunchConfig& config = resolved.config;
   const bool is_static = config.rdzv_backend == "static" && !config.standalone;
   const bool is_etcd = config.rdzv_backend == "etcd" && !config.standalone;
-  const auto label = [](const std::string& dest, const RawValue& value) {
-    return OptionValues::label(dest, value);
-  };
   if (config.standalone) {
     config.rdzv_backend = "c10d";
     config.rdzv_endpoint = "localhost:0";
@@ -361,9 +357,6 @@ void resolve_endpoint(const std::optional<RawValue>& endpoint, const HostFacts& 
 
 // Restarts, timeouts, watchdogs, node checks, signals: the workers' lifecycle.
 void resolve_worker_lifecycle(OptionValues& values, const Environment& env, LaunchConfig& config) {
-  const auto label = [](const std::string& dest, const RawValue& value) {
-    return OptionValues::label(dest, value);
-  };
   const int int_max = std::numeric_limits<int>::max();
   if (auto v = values.get("max_restarts")) {
     config.max_restarts =
@@ -433,9 +426,6 @@ void resolve_worker_lifecycle(OptionValues& values, const Environment& env, Laun
 void resolve_logs(OptionValues& values, const Environment& env, const HostFacts& facts,
                   ResolvedLaunch& resolved) {
   LaunchConfig& config = resolved.config;
-  const auto label = [](const std::string& dest, const RawValue& value) {
-    return OptionValues::label(dest, value);
-  };
   if (auto v = values.get("log_dir"); v && !v->text.empty())
     config.logs.log_dir = v->text;
   if (auto v = values.get("redirects")) {
