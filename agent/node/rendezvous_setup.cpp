@@ -7,6 +7,7 @@
 #include <fstream>
 #include <iterator>
 #include <random>
+#include <thread>
 
 #include "agent/node/round_types.hpp"
 #include "common/random.hpp"
@@ -61,33 +62,63 @@ std::string socket_tables() {
   return text;
 }
 
+// How long a should-host agent whose bind failed looks for the port's listener: the agent that
+// won the bind lists it only once it listens, microseconds later on an idle machine, longer on
+// a loaded one. The kernel announces no such event, so the tables are read again on a short
+// period; the bind is retried too, in case the holder went away.
+constexpr std::chrono::seconds kTakenPortLookFor{2};
+constexpr std::chrono::milliseconds kTakenPortLookEvery{10};
+
+std::string holder_description(const std::vector<unsigned>& holders, unsigned own_uid) {
+  for (const unsigned uid : holders) {
+    if (uid != own_uid) {
+      return "another user's process (uid " + std::to_string(uid) + ") holds the port";
+    }
+  }
+  return holders.empty() ? "no process listens there, yet the port is bound"
+                         : "another process holds the port";
+}
+
 // An agent that should host the store found its port taken. Another agent of this machine, of
 // this user, may have been first (torchrun's rule: join it; a job secret then still checks
 // it). Anyone else's process is refused: joining it would hand it the job.
-void refuse_unless_ours(const Endpoint& endpoint, bool forced, const std::string& bind_error) {
-  const auto holders = backends::listening_uids(socket_tables(), endpoint.port);
+void host_or_join(Endpoint& endpoint, bool forced, const std::string& secret,
+                  const std::string& first_bind_error) {
   const auto own_uid = static_cast<unsigned>(::getuid());
-  if (backends::taken_port_action(forced, holders, own_uid) == backends::TakenPort::join) {
-    return;
-  }
-  std::string holder = "another process holds the port";
-  for (const unsigned uid : holders) {
-    if (uid != own_uid) {
-      holder = "another user's process (uid " + std::to_string(uid) + ") holds the port";
-      break;
+  const auto give_up_at = std::chrono::steady_clock::now() + kTakenPortLookFor;
+  std::string bind_error = first_bind_error;
+  while (true) {
+    const auto holders = backends::listening_uids(socket_tables(), endpoint.port);
+    const bool time_left = std::chrono::steady_clock::now() < give_up_at;
+    switch (backends::taken_port_action(forced, holders, own_uid, time_left)) {
+      case backends::TakenPort::join:
+        return;
+      case backends::TakenPort::look_again:
+        std::this_thread::sleep_for(kTakenPortLookEvery);
+        try {
+          endpoint.hosted =
+              start_store(backends::store_bind_address(endpoint.host), endpoint.port, secret);
+          return;
+        } catch (const std::exception& error) {
+          bind_error = error.what();
+        }
+        continue;
+      case backends::TakenPort::refuse:
+        throw RendezvousError(
+            "cannot host the rendezvous store at " + endpoint.host + ":" +
+            std::to_string(endpoint.port) + " (" +
+            (forced ? std::string("is_host=1") : "--local_addr names the endpoint") +
+            "): " + bind_error + "; " + holder_description(holders, own_uid) +
+            ", and this agent does not join whatever listens there");
     }
   }
-  throw RendezvousError(
-      "cannot host the rendezvous store at " + endpoint.host + ":" + std::to_string(endpoint.port) +
-      " (" + (forced ? std::string("is_host=1") : "--local_addr names the endpoint") +
-      "): " + bind_error + "; " + holder + ", and this agent does not join whatever listens there");
 }
 
 // c10d: host when is_host says so, or when the endpoint names this agent (--local_addr) or this
 // machine (a loopback address, one of its names or addresses). Any agent on the machine may
 // win the bind of a machine's endpoint; the others become clients, as torchrun does. An agent
 // that should host (is_host=1, or --local_addr is the endpoint) and cannot bind fails unless
-// the port is held by its own user (refuse_unless_ours).
+// the port is held by its own user (host_or_join).
 Endpoint c10d_endpoint(const RendezvousConfig& config, const round::RdzvSettings& settings) {
   Endpoint endpoint;
   endpoint.host = config.host.empty() ? std::string("localhost") : config.host;
@@ -125,7 +156,7 @@ Endpoint c10d_endpoint(const RendezvousConfig& config, const round::RdzvSettings
         start_store(backends::store_bind_address(endpoint.host), endpoint.port, config.secret);
   } catch (const std::exception& error) {
     if (hosting == backends::StoreHosting::required) {
-      refuse_unless_ours(endpoint, settings.is_host.has_value(), error.what());
+      host_or_join(endpoint, settings.is_host.has_value(), config.secret, error.what());
     }
     // Another agent on this machine was first: use its store.
   }

@@ -122,11 +122,16 @@ std::vector<unsigned> listening_uids(std::string_view socket_table, std::uint16_
 }
 
 TakenPort taken_port_action(bool forced, const std::vector<unsigned>& listener_uids,
-                            unsigned own_uid) {
-  const bool all_ours =
-      !listener_uids.empty() && std::all_of(listener_uids.begin(), listener_uids.end(),
-                                            [own_uid](unsigned uid) { return uid == own_uid; });
-  return !forced && all_ours ? TakenPort::join : TakenPort::refuse;
+                            unsigned own_uid, bool time_left) {
+  if (forced) {
+    return TakenPort::refuse;
+  }
+  if (listener_uids.empty()) {
+    return time_left ? TakenPort::look_again : TakenPort::refuse;
+  }
+  const bool all_ours = std::all_of(listener_uids.begin(), listener_uids.end(),
+                                    [own_uid](unsigned uid) { return uid == own_uid; });
+  return all_ours ? TakenPort::join : TakenPort::refuse;
 }
 
 std::vector<std::string> resolve_numeric(const std::string& host) {

@@ -27,7 +27,7 @@ struct HostQuestion {
 // Whether this agent hosts the store: never; if it wins the bind (an endpoint on this machine
 // that any agent here may host: the others find the port taken and become clients, torchrun's
 // rule); or it should (is_host=1, or --local_addr names the endpoint), when a failed bind may
-// mean that another user's process holds the port (see host_port_holder), and joining it would
+// mean that another user's process holds the port (see taken_port_action), and joining it would
 // hand the job to that process.
 enum class StoreHosting : std::uint8_t { client, if_free, required };
 
@@ -38,10 +38,12 @@ std::vector<unsigned> listening_uids(std::string_view socket_table, std::uint16_
 
 // What a should-host agent whose bind failed does: join the store there when every listener on
 // the port is its own user's (another agent of this machine, torchrun's rule; the job secret
-// then still checks it), else refuse. is_host=1 always refuses.
-enum class TakenPort : std::uint8_t { join, refuse };
+// then still checks it), else refuse. is_host=1 always refuses. No listener yet is not a refusal
+// while time is left: another agent that won the bind is listed only once it listens, a moment
+// later (look_again: try the bind, then the tables, once more).
+enum class TakenPort : std::uint8_t { join, refuse, look_again };
 TakenPort taken_port_action(bool forced, const std::vector<unsigned>& listener_uids,
-                            unsigned own_uid);
+                            unsigned own_uid, bool time_left);
 
 // Pure.
 StoreHosting store_hosting(const HostQuestion& question, const LocalIdentity& identity);

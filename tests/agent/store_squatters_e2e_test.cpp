@@ -185,6 +185,37 @@ TEST_CASE("an agent whose --local_addr is the endpoint refuses another user's li
   CHECK_FALSE(fs::exists(dir / "worker-started"));
 }
 
+// The agent that wins the bind lists its store a moment later, when it listens; until then a
+// should-host agent looks again (agent_interop_test's two agents of one machine race there). A
+// port that stays bound and never listens is refused once that look is over.
+TEST_CASE("an agent whose --local_addr is the endpoint refuses a port bound without a listener",
+          "[job_secret][squatter]") {
+  TempDir dir;
+  write_file(dir / "bound.py", R"(
+import socket, sys, time
+held = socket.socket()
+held.bind(("127.0.0.2", int(sys.argv[1])))
+print("bound", flush=True)
+time.sleep(120)
+)");
+  const uint16_t port = free_port("127.0.0.2");
+  const auto squatter = start_squatter(
+      dir, {"/usr/bin/python3", dir / "bound.py", std::to_string(port)}, {}, "bound");
+  auto argv = agent_argv(port);
+  const auto local = std::find(argv.begin(), argv.end(), "127.0.0.3");
+  REQUIRE(local != argv.end());
+  *local = "127.0.0.2";
+  Process agent(argv, dir / "agent.out", environment(dir));
+  const auto status = agent.wait_exit(60s);
+  const auto output = agent.output();
+  INFO(output);
+  CHECK(status == 1);
+  CHECK(output.find("cannot host the rendezvous store at 127.0.0.2:" + std::to_string(port)) !=
+        std::string::npos);
+  CHECK(output.find("no process listens there, yet the port is bound") != std::string::npos);
+  CHECK_FALSE(fs::exists(dir / "worker-started"));
+}
+
 namespace {
 
 // Strangers against the store at 127.0.0.2:port until stopped, from two threads: one opens

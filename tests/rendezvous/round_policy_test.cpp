@@ -424,12 +424,18 @@ TEST_CASE("a taken port: who listens on it, and whether a should-host agent join
   CHECK(listening_uids(table, 1).empty());
   CHECK(listening_uids("", 29024).empty());
 
-  CHECK(taken_port_action(false, {1000}, 1000) == TakenPort::join);
-  CHECK(taken_port_action(false, {1000, 1000}, 1000) == TakenPort::join);
-  CHECK(taken_port_action(false, {1000, 3000}, 1000) == TakenPort::refuse);
-  CHECK(taken_port_action(false, {3000}, 1000) == TakenPort::refuse);
-  CHECK(taken_port_action(false, {}, 1000) == TakenPort::refuse);     // not seen: not known ours
-  CHECK(taken_port_action(true, {1000}, 1000) == TakenPort::refuse);  // is_host=1
+  for (const bool time_left : {true, false}) {
+    CHECK(taken_port_action(false, {1000}, 1000, time_left) == TakenPort::join);
+    CHECK(taken_port_action(false, {1000, 1000}, 1000, time_left) == TakenPort::join);
+    CHECK(taken_port_action(false, {1000, 3000}, 1000, time_left) == TakenPort::refuse);
+    CHECK(taken_port_action(false, {3000}, 1000, time_left) == TakenPort::refuse);
+    CHECK(taken_port_action(true, {1000}, 1000, time_left) == TakenPort::refuse);  // is_host=1
+    CHECK(taken_port_action(true, {}, 1000, time_left) == TakenPort::refuse);
+  }
+  // No listener yet: the winner of the bind may not listen yet; look again while time is left,
+  // then refuse (not seen: not known to be ours).
+  CHECK(taken_port_action(false, {}, 1000, true) == TakenPort::look_again);
+  CHECK(taken_port_action(false, {}, 1000, false) == TakenPort::refuse);
 }
 
 TEST_CASE("store bind address: exact for numeric loopback, every interface otherwise") {
