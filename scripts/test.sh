@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
 # Builds ddprun and runs the whole test suite:
-#   1. the Release build with every component against .venv's PyTorch 2.13 (CPU), all CTest labels;
+#   1. the Release build with every component against .venv's PyTorch 2.13 (CPU), all CTest labels
+#      but packaging;
 #   2. ddprun-train alone against .venv-cuda's PyTorch with CUDA and NCCL, compiled and linked
 #      only (no GPU here; scripts/gpu-check.sh runs it on one), into build-cuda/. Skipped with
 #      DDPRUN_CUDA_VENV=0, and with a message when install-deps.sh made no .venv-cuda (too little
 #      disk); DDPRUN_CUDA_VENV=1 makes a missing .venv-cuda an error;
 #   3. an ASan+UBSan build of the components that do not use LibTorch, unit and
-#      integration labels.
+#      integration labels;
+#   4. the packaging label: tests/packaging/pip_install_test.sh builds the pip wheel as a
+#      non-root user and installs it.
+# The Release suite mostly waits (on sockets, timeouts, processes), so the builds of 2 and 3 and
+# the packaging test run beside it at the lowest CPU priority (nice 19): they take the cores
+# only while the tests leave them idle. Each stage prints how long it took.
 # Usage: scripts/test.sh            (run after scripts/install-deps.sh --tests)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,8 +30,14 @@ isolated() {
   fi
 }
 
+stage_started=$SECONDS
+stage_done() {
+  echo "test.sh: $1 took $((SECONDS - stage_started)) s"
+  stage_started=$SECONDS
+}
+
 scripts/build.sh --all
-isolated ctest --test-dir build --output-on-failure -j 2 --timeout 900
+stage_done "the Release build"
 
 cuda_stage=${DDPRUN_CUDA_VENV:-auto}
 if [[ $cuda_stage != 0 && ! -x .venv-cuda/bin/python ]]; then
@@ -36,18 +48,72 @@ if [[ $cuda_stage != 0 && ! -x .venv-cuda/bin/python ]]; then
   echo "test.sh: CUDA build SKIPPED: no .venv-cuda (install-deps.sh said why)" >&2
   cuda_stage=0
 fi
-if [[ $cuda_stage != 0 ]]; then
+
+cuda_build() {
   BUILD_DIR=build-cuda scripts/build.sh -DDDPRUN_TRAINER_ONLY=ON \
     -DDDPRUN_TORCH_PYTHON="$PWD/.venv-cuda/bin/python"
   # The NCCL path is compiled in only when LibTorch defines USE_C10D_NCCL: make sure it was.
   if ! nm -C build-cuda/bin/ddprun-train | grep "c10d::ProcessGroupNCCL::ProcessGroupNCCL" >/dev/null; then
     echo "test.sh: build-cuda/bin/ddprun-train has no ProcessGroupNCCL: the CUDA build lost NCCL" >&2
-    exit 1
+    return 1
   fi
   echo "test.sh: ddprun-train compiled and linked against CUDA LibTorch with NCCL (build-cuda/)"
+}
+
+# Beside the Release suite, at nice 19: the ASan build, the packaging test, the CUDA build. Each
+# writes its own log, shown when it fails (and the packaging test's always: it is a test).
+mkdir -p build/side-stages
+side_stages() {
+  local started=$SECONDS status=0
+  # This subshell and everything it starts (they inherit it) at the lowest priority.
+  renice -n 19 -p "$BASHPID" >/dev/null
+  BUILD_DIR=build-asan BUILD_TYPE=RelWithDebInfo scripts/build.sh --all \
+    -DDDPRUN_SANITIZE=ON -DDDPRUN_WITH_TORCH=OFF >build/side-stages/asan-build.log 2>&1 ||
+    { echo "asan-build failed" >>build/side-stages/failed; return 0; }
+  echo "test.sh: the ASan build took $((SECONDS - started)) s (beside the suite)" \
+    >>build/side-stages/times
+  started=$SECONDS
+  isolated timeout 3600 tests/packaging/pip_install_test.sh "$PWD" \
+    >build/side-stages/packaging.log 2>&1 ||
+    status=$?
+  echo "$status" >build/side-stages/packaging.status
+  echo "test.sh: the packaging test took $((SECONDS - started)) s (beside the suite)" \
+    >>build/side-stages/times
+  if [[ $cuda_stage != 0 ]]; then
+    started=$SECONDS
+    cuda_build >build/side-stages/cuda-build.log 2>&1 ||
+      echo "cuda-build failed" >>build/side-stages/failed
+    echo "test.sh: the CUDA build took $((SECONDS - started)) s (beside the suite)" \
+      >>build/side-stages/times
+  fi
+}
+rm -f build/side-stages/*
+side_stages &
+side_pid=$!
+suite_status=0
+isolated ctest --test-dir build --output-on-failure -j 2 --timeout 900 -LE packaging ||
+  suite_status=$?
+stage_done "the Release suite"
+wait "$side_pid"
+stage_done "waiting for the side stages"
+cat build/side-stages/times 2>/dev/null || true
+((suite_status == 0)) || { echo "test.sh: the Release suite failed" >&2; exit "$suite_status"; }
+if [[ -f build/side-stages/failed ]]; then
+  while read -r what _; do
+    echo "test.sh: $what (its log follows)" >&2
+    cat "build/side-stages/$what.log" >&2
+  done <build/side-stages/failed
+  exit 1
 fi
 
-BUILD_DIR=build-asan BUILD_TYPE=RelWithDebInfo scripts/build.sh --all \
-  -DDDPRUN_SANITIZE=ON -DDDPRUN_WITH_TORCH=OFF
+packaging_status=$(cat build/side-stages/packaging.status)
+cat build/side-stages/packaging.log
+case $packaging_status in
+  0) echo "test.sh: packaging_pip_install PASSED" ;;
+  77) echo "test.sh: packaging_pip_install SKIPPED (the reason is above)" ;;
+  *) echo "test.sh: packaging_pip_install FAILED (exit $packaging_status)" >&2; exit 1 ;;
+esac
+
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
   isolated ctest --test-dir build-asan --output-on-failure -j 2 -L 'unit|integration' --timeout 900
+stage_done "the ASan suite"
