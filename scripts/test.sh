@@ -67,8 +67,10 @@ side_stages() {
   local started=$SECONDS status=0
   # This subshell and everything it starts (they inherit it) at the lowest priority.
   renice -n 19 -p "$BASHPID" >/dev/null
+  # -O1: AddressSanitizer's own advice (usable stacks, quick builds).
   BUILD_DIR=build-asan BUILD_TYPE=RelWithDebInfo scripts/build.sh --all \
-    -DDDPRUN_SANITIZE=ON -DDDPRUN_WITH_TORCH=OFF >build/side-stages/asan-build.log 2>&1 ||
+    -DDDPRUN_SANITIZE=ON -DDDPRUN_WITH_TORCH=OFF \
+    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g -DNDEBUG" >build/side-stages/asan-build.log 2>&1 ||
     { echo "asan-build failed" >>build/side-stages/failed; return 0; }
   echo "test.sh: the ASan build took $((SECONDS - started)) s (beside the suite)" \
     >>build/side-stages/times

@@ -3,7 +3,7 @@
 ddprun_add_test(NAME agent_corrupt_records_test
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/corrupt_records_test.cpp
   LIBS ddprun_backends ddprun_store
-  LABELS integration TIMEOUT 420)
+  LABELS integration TIMEOUT 420 COST 60)
 target_include_directories(agent_corrupt_records_test PRIVATE ${PROJECT_SOURCE_DIR})
 # With LibTorch, a case trains the bundled trainer through the hostile run.
 target_compile_definitions(agent_corrupt_records_test

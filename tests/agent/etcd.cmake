@@ -9,5 +9,5 @@ ddprun_add_test(NAME agent_etcd_e2e_test
   ARGS ${etcd_e2e_filter}
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/etcd_e2e_test.cpp
   LIBS nlohmann_json::nlohmann_json Threads::Threads
-  LABELS integration TIMEOUT 600)
+  LABELS integration TIMEOUT 600 COST 240)
 target_include_directories(agent_etcd_e2e_test PRIVATE ${PROJECT_SOURCE_DIR})

@@ -7,6 +7,12 @@ ddprun_add_test(NAME agent_supervision_unit_test
 ddprun_add_test(NAME agent_worker_group_test
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/worker_group_test.cpp
   LIBS ddprun_agent
+  LABELS integration TIMEOUT 60
+  ARGS "~[freezer]")
+target_include_directories(agent_worker_group_test PRIVATE ${PROJECT_SOURCE_DIR})
+# The case that needs a cgroup v1 freezer: reported skipped where there is none.
+ddprun_add_skippable_test(NAME agent_worker_group_freezer_test
+  TARGET agent_worker_group_test TAG "[freezer]"
   LABELS integration TIMEOUT 60)
 
 # End-to-end: the real ddprun binary, several agents on 127.0.0.x.
