@@ -8,10 +8,10 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "agent/base/event_log.hpp"
+#include "agent/base/node_name.hpp"
 #include "agent/loop/agent_loop.hpp"
-#include "agent/loop/event_log.hpp"
 #include "agent/loop/signal_channel.hpp"
-#include "agent/node/node_name.hpp"
 #include "rendezvous/round/machine_io.hpp"
 
 namespace ddprun::agent {

@@ -2,7 +2,7 @@
 // The per-node elastic agent: rendezvous with the other nodes, start and watch the workers,
 // restart or re-form the job, and return the launcher's exit status.
 
-#include "agent/agent_config.hpp"
+#include "agent/base/agent_config.hpp"
 
 namespace ddprun::agent {
 

@@ -1,22 +1,42 @@
 #include "launcher/agent_config_builder.hpp"
 
+#include <stdexcept>
+#include <string>
+
 namespace ddprun::launcher {
+
+namespace {
+
+// resolve_config accepted only these (etcd-v2 became etcd; --standalone made it c10d).
+agent::RendezvousBackend rendezvous_backend(const std::string& name) {
+  if (name == "c10d") {
+    return agent::RendezvousBackend::c10d;
+  }
+  if (name == "etcd") {
+    return agent::RendezvousBackend::etcd;
+  }
+  if (name == "static") {
+    return agent::RendezvousBackend::static_store;
+  }
+  throw std::logic_error("resolve_config let --rdzv_backend " + name + " through");
+}
+
+}  // namespace
 
 agent::AgentConfig build_agent_config(const LaunchConfig& config) {
   agent::AgentConfig agent;
 
   agent::RendezvousConfig& rdzv = agent.rendezvous;
-  rdzv.backend = config.rdzv_backend;  // --standalone made it c10d
+  rdzv.backend = rendezvous_backend(config.rdzv_backend);
+  // resolve_endpoint gave c10d and static their store (etcd has members instead).
   rdzv.host = config.rdzv_host;
-  rdzv.port = config.rdzv_port;
+  rdzv.port = config.rdzv_port.value_or(0);
   rdzv.run_id = config.rdzv_id;
   rdzv.settings = config.rdzv_settings;
   rdzv.etcd = config.etcd;
   rdzv.standalone = config.standalone;
   rdzv.node_rank = config.node_rank;
   rdzv.node_rank_hint = config.node_rank_hint;
-  rdzv.master_addr = config.master_addr;
-  rdzv.master_port = config.master_port;
   rdzv.local_addr = config.local_addr;
   if (config.rdzv_secret) {
     rdzv.secret = config.rdzv_secret->value;
@@ -24,15 +44,13 @@ agent::AgentConfig build_agent_config(const LaunchConfig& config) {
   }
   rdzv.min_nodes = config.min_nodes;
   rdzv.max_nodes = config.max_nodes;
-  rdzv.nproc_per_node = config.nproc_per_node;
-  rdzv.max_restarts = config.max_restarts;
+  rdzv.shape.nproc_per_node = config.nproc_per_node;
+  rdzv.shape.max_restarts = config.max_restarts;
   rdzv.exit_barrier_timeout = config.exit_barrier_timeout;
   rdzv.captures_stacks_for_peers = config.file_timer_enabled || config.watchdog_timeout;
 
   agent::WorkerSpec& workers = agent.workers;
-  workers.nproc_per_node = config.nproc_per_node;
   workers.role = config.role;
-  workers.max_restarts = config.max_restarts;
   workers.entry_kind = config.entry_kind;
   workers.entry_point = config.entry_point;
   workers.argv = config.worker_argv;

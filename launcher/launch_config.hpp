@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/agent_config.hpp"
+#include "agent/base/agent_config.hpp"
 #include "common/seconds.hpp"
 #include "rendezvous/backends/etcd/etcd_options.hpp"
 #include "rendezvous/round/round_settings.hpp"

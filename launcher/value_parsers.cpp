@@ -8,8 +8,10 @@
 #include <csignal>
 #include <cstdlib>
 #include <limits>
+#include <stdexcept>
 #include <utility>
 
+#include "common/host_port.hpp"
 #include "common/signals.hpp"
 #include "common/text.hpp"
 #include "launcher/text.hpp"
@@ -48,12 +50,6 @@ std::vector<std::string_view> split(std::string_view text, char separator) {
       return parts;
     start = at + 1;
   }
-}
-
-bool is_host_character(char c) {
-  // rendezvous/utils.py accepts ^[\w\.:-]+$.
-  return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_' || c == '.' || c == ':' ||
-         c == '-';
 }
 
 constexpr std::string_view kStdExpected =
@@ -131,40 +127,14 @@ NodeRange parse_nnodes(std::string_view text, const std::string& option) {
 }
 
 Endpoint parse_endpoint(std::string_view text, const std::string& option) {
-  const std::string expected =
-      "HOST or HOST:PORT with PORT 0-65535, an IPv6 host in brackets ([::1]:29400)";
-  const std::string_view endpoint = trim(text);
-  std::string_view host = endpoint;
-  std::optional<std::string_view> port_text;
-  if (!(endpoint.starts_with('[') && endpoint.ends_with(']'))) {
-    const auto colon = endpoint.rfind(':');
-    if (colon != std::string_view::npos) {
-      host = endpoint.substr(0, colon);
-      port_text = endpoint.substr(colon + 1);
-    }
+  try {
+    auto parsed = common::parse_host_port(trim(text));
+    return Endpoint{std::move(parsed.host), parsed.port};
+  } catch (const std::invalid_argument& error) {
+    throw UsageError(option, quoted(text) + " has " + error.what(),
+                     "HOST or HOST:PORT with PORT 0-65535, an IPv6 host in brackets "
+                     "([::1]:29400)");
   }
-  const bool bracketed = host.size() > 1 && host.starts_with('[') && host.ends_with(']');
-  if (bracketed)
-    host = host.substr(1, host.size() - 2);
-  if (host.empty() || !std::all_of(host.begin(), host.end(), is_host_character)) {
-    throw UsageError(option, quoted(text) + " does not start with a valid host name", expected);
-  }
-  if (!bracketed && host.find(':') != std::string_view::npos) {
-    // torchrun would read "::1" as host ":" and port 1; say what was meant instead.
-    throw UsageError(option, quoted(text) + " has an IPv6 address without brackets", expected);
-  }
-  Endpoint result{std::string(host), std::nullopt};
-  if (port_text) {
-    const bool digits = !port_text->empty() && port_text->size() <= 5 &&
-                        std::all_of(port_text->begin(), port_text->end(),
-                                    [](char c) { return c >= '0' && c <= '9'; });
-    const auto port = digits ? to_integer(*port_text) : std::nullopt;
-    if (!port || *port > 65535) {
-      throw UsageError(option, quoted(text) + " has an invalid port", expected);
-    }
-    result.port = static_cast<uint16_t>(*port);
-  }
-  return result;
 }
 
 std::map<std::string, std::string> parse_rdzv_conf(std::string_view text,

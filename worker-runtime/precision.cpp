@@ -3,7 +3,7 @@
 #include <array>
 #include <utility>
 
-#include "train_config.hpp"
+#include "config_error.hpp"
 
 namespace ddprun::train {
 namespace {

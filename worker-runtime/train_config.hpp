@@ -8,15 +8,10 @@
 #include <string_view>
 #include <vector>
 
+#include "config_error.hpp"
 #include "precision.hpp"
 
 namespace ddprun::train {
-
-// Every configuration problem is reported with this type; the message names the key.
-class ConfigError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
 
 // Marks "use the corpus compiled into the executable" in data_config.path.
 inline constexpr std::string_view kEmbeddedCorpusPath = "embedded:default_corpus.txt";

@@ -3,15 +3,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "agent/logs/output_pump.hpp"
+#include "agent/base/write_fully.hpp"
 
 namespace ddprun::agent {
 
 namespace {
 
 bool same_open_file(int a, int b) {
-  struct stat sa {};
-  struct stat sb {};
+  struct stat sa{};
+  struct stat sb{};
   if (::fstat(a, &sa) != 0 || ::fstat(b, &sb) != 0)
     return false;
   return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;

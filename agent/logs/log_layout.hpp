@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/agent_config.hpp"
+#include "agent/base/agent_config.hpp"
 
 namespace ddprun::agent {
 

@@ -6,6 +6,8 @@
 
 #include <cerrno>
 
+#include "agent/base/write_fully.hpp"
+
 namespace ddprun::agent {
 
 namespace {
@@ -13,23 +15,6 @@ constexpr std::size_t kReadChunk = 64 * 1024;
 constexpr int kMaxReadsPerWakeup = 16;  // fairness between workers that write a lot
 constexpr int kMaxReadsAtFinish = 256;  // 16 MiB after the worker exited, then stop reading
 }  // namespace
-
-void write_fully(int fd, const char* data, std::size_t size) {
-  while (size > 0) {
-    ssize_t n = ::write(fd, data, size);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n < 0 && errno == EAGAIN) {
-      pollfd wait_writable{fd, POLLOUT, 0};
-      ::poll(&wait_writable, 1, 1000);
-      continue;
-    }
-    if (n <= 0)
-      return;
-    data += n;
-    size -= static_cast<std::size_t>(n);
-  }
-}
 
 OutputPump::OutputPump(OwnedFd read_end, PumpConsole console, OwnedFd file_fd,
                        PumpDuplicate duplicate)

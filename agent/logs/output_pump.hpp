@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "agent/base/owned_fd.hpp"
 #include "agent/logs/console.hpp"
 #include "agent/logs/log_prefix.hpp"
-#include "agent/workers/owned_fd.hpp"
 
 namespace ddprun::agent {
 
@@ -58,9 +58,5 @@ class OutputPump {
   PumpDuplicate duplicate_;
   LineSplitter duplicate_lines_;
 };
-
-// Writes everything, retrying on EINTR and short writes; gives up silently on other errors
-// (a closed console must not stop the job).
-void write_fully(int fd, const char* data, std::size_t size);
 
 }  // namespace ddprun::agent

@@ -8,8 +8,8 @@
 #include <cstdlib>
 #include <tuple>
 
+#include "agent/base/node_name.hpp"
 #include "agent/logs/log_prefix.hpp"
-#include "agent/node/node_name.hpp"
 #include "agent/workers/error_file.hpp"
 #include "agent/workers/failure_gathering.hpp"
 #include "agent/workers/failure_summary.hpp"
@@ -198,8 +198,8 @@ void AgentLoop::host_workers_store(uint64_t /*round*/) {
 std::vector<WorkerLaunch> AgentLoop::plan_workers(const RoundInfo& round) {
   if (config_.workers.argv.empty())
     throw std::runtime_error("no worker command was given");
-  const std::string attempt_dir =
-      logs_.prepare_attempt(round.run_id, round.restart_count, config_.workers.nproc_per_node);
+  const std::string attempt_dir = logs_.prepare_attempt(round.run_id, round.restart_count,
+                                                        config_.rendezvous.shape.nproc_per_node);
   std::vector<WorkerLaunch> launches = plan_launches(round, attempt_dir);
   // Before the spawn: the workers' env names the FIFO and heartbeat descriptor.
   watchdog_.prepare_group(launches, attempt_dir);
@@ -209,13 +209,13 @@ std::vector<WorkerLaunch> AgentLoop::plan_workers(const RoundInfo& round) {
 std::vector<WorkerLaunch> AgentLoop::plan_launches(const RoundInfo& round,
                                                    const std::string& attempt_dir) const {
   std::vector<WorkerLaunch> launches;
-  for (int local_rank = 0; local_rank < config_.workers.nproc_per_node; ++local_rank) {
+  for (int local_rank = 0; local_rank < config_.rendezvous.shape.nproc_per_node; ++local_rank) {
     WorkerLaunch launch;
     launch.local_rank = local_rank;
     launch.global_rank = round.base_global_rank + local_rank;
     launch.argv = config_.workers.argv;
     launch.logs = plan_worker_logs(config_.logs, attempt_dir, local_rank);
-    launch.env = build_worker_env(config_.workers, round,
+    launch.env = build_worker_env(config_.workers, config_.rendezvous.shape, round,
                                   {inherited_env_, local_rank, launch.logs.error_file});
     launch.console_prefix = expand_prefix_template(
         prefix_template_, {config_.workers.role, launch.global_rank, local_rank, host_});
@@ -617,7 +617,7 @@ void AgentLoop::finished(const round::Finish& finish) {
   std::fflush(stderr);
   events_.record("exit", {{"exit_code", finish.exit_status}, {"reason", finish.reason}});
   exit_status_ = finish.exit_status;
-  if (config_.rendezvous.backend != "etcd" || !rendezvous_) {
+  if (config_.rendezvous.backend != RendezvousBackend::etcd || !rendezvous_) {
     io_.stop();
     return;
   }

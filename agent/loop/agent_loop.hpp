@@ -18,18 +18,18 @@
 #include <string>
 #include <vector>
 
-#include "agent/agent_config.hpp"
+#include "agent/base/agent_config.hpp"
+#include "agent/base/event_log.hpp"
+#include "agent/base/round_types.hpp"
 #include "agent/health/health_board.hpp"
 #include "agent/health/health_server.hpp"
 #include "agent/logs/log_layout.hpp"
-#include "agent/loop/event_log.hpp"
 #include "agent/loop/signal_channel.hpp"
 #include "agent/node/node_rendezvous.hpp"
-#include "agent/node/round_types.hpp"
 #include "agent/node_check/node_check_driver.hpp"
 #include "agent/stacks/stacks_on_demand.hpp"
 #include "agent/watchdog/hang_watchdog.hpp"
-#include "agent/watchdog/straggler_watch.hpp"
+#include "agent/watchdog/progress/straggler_watch.hpp"
 #include "agent/workers/worker_env.hpp"
 #include "agent/workers/worker_group.hpp"
 #include "rendezvous/backends/round_driver.hpp"

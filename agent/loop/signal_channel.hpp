@@ -8,7 +8,7 @@
 
 #include <vector>
 
-#include "agent/workers/owned_fd.hpp"
+#include "agent/base/owned_fd.hpp"
 
 namespace ddprun::agent {
 

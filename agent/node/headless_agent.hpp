@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "agent/agent_config.hpp"
+#include "agent/base/agent_config.hpp"
+#include "agent/base/round_types.hpp"
 #include "agent/node/node_rendezvous.hpp"
-#include "agent/node/round_types.hpp"
 #include "rendezvous/backends/round_driver.hpp"
 
 namespace ddprun::agent {

@@ -7,7 +7,7 @@
 #include <memory>
 #include <string>
 
-#include "agent/agent_config.hpp"
+#include "agent/base/agent_config.hpp"
 #include "rendezvous/backends/round_driver.hpp"
 #include "rendezvous/store/asio.hpp"
 #include "rendezvous/store/store_server.hpp"

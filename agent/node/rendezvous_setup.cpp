@@ -9,7 +9,7 @@
 #include <random>
 #include <thread>
 
-#include "agent/node/round_types.hpp"
+#include "agent/base/round_types.hpp"
 #include "common/random.hpp"
 #include "rendezvous/backends/etcd/etcd_kv.hpp"
 #include "rendezvous/backends/store_host.hpp"
@@ -121,8 +121,8 @@ void host_or_join(Endpoint& endpoint, bool forced, const std::string& secret,
 // the port is held by its own user (host_or_join).
 Endpoint c10d_endpoint(const RendezvousConfig& config, const round::RdzvSettings& settings) {
   Endpoint endpoint;
-  endpoint.host = config.host.empty() ? std::string("localhost") : config.host;
-  endpoint.port = config.port.value_or(29400);
+  endpoint.host = config.host;
+  endpoint.port = config.port;
   if (config.standalone) {
     // A private store on a free port; only this agent uses it.
     endpoint.hosted = start_store("127.0.0.1", 0, config.secret);
@@ -183,8 +183,8 @@ backends::etcd::EtcdOptions etcd_options(backends::etcd::EtcdOptions options,
 // static: node 0 hosts the store at the master address (also the workers' store).
 Endpoint static_endpoint(const RendezvousConfig& config) {
   Endpoint endpoint;
-  endpoint.host = config.host.empty() ? config.master_addr : config.host;
-  endpoint.port = config.port.value_or(config.master_port);
+  endpoint.host = config.host;
+  endpoint.port = config.port;
   if (config.node_rank == 0) {
     try {
       endpoint.hosted =
@@ -196,6 +196,22 @@ Endpoint static_endpoint(const RendezvousConfig& config) {
     }
   }
   return endpoint;
+}
+
+const backends::etcd::EtcdOptions& etcd_members(const RendezvousConfig& config) {
+  if (!config.etcd) {
+    throw RendezvousError("--rdzv_backend etcd without etcd members (--rdzv_endpoint)");
+  }
+  return *config.etcd;
+}
+
+std::unique_ptr<backends::KvBackend> etcd_client(const backends::etcd::EtcdOptions& options,
+                                                 boost::asio::io_context& io) {
+  try {
+    return std::make_unique<backends::etcd::EtcdKv>(io, options);
+  } catch (const std::invalid_argument& error) {
+    throw RendezvousError(std::string("etcd: ") + error.what());
+  }
 }
 
 std::string store_where(const std::string& run_id, const Endpoint& endpoint) {
@@ -234,27 +250,24 @@ RendezvousSetup set_up_rendezvous(const RendezvousConfig& config, boost::asio::i
   round::MachineConfig& m = setup.machine;
   m.settings = config.settings;  // parsed once, by the launcher
   m.run_id = config.run_id;
-  if (config.standalone && (m.run_id.empty() || m.run_id == "none")) {
-    m.run_id = common::random_hex(16);
-  }
   m.self.addr = config.local_addr ? *config.local_addr : backends::default_local_address();
   m.self.pid = ::getpid();
   m.self.nonce = common::random_hex(8);
-  m.self.nproc_per_node = config.nproc_per_node;
+  m.self.nproc_per_node = config.shape.nproc_per_node;
   m.self.rank_hint = config.node_rank_hint;
   m.self.min_nodes = config.min_nodes;
   m.self.max_nodes = config.max_nodes;
-  m.max_restarts = config.max_restarts;
+  m.max_restarts = config.shape.max_restarts;
   m.exit_barrier_timeout = config.exit_barrier_timeout;
   m.captures_stacks_for_peers = config.captures_stacks_for_peers;
   m.node_check_interval = config.node_check_interval;
   setup.workers_store_addr = config.standalone ? "localhost" : m.self.addr;
 
   Endpoint endpoint;
-  if (config.standalone || config.backend == "c10d") {
+  if (config.backend == RendezvousBackend::c10d) {
     m.mode = round::RoundMode::kDynamic;
     endpoint = c10d_endpoint(config, m.settings);
-  } else if (config.backend == "static") {
+  } else if (config.backend == RendezvousBackend::static_store) {
     m.mode = round::RoundMode::kStatic;
     if (config.node_rank < 0 || config.node_rank >= config.max_nodes) {
       throw RendezvousError("--node_rank " + std::to_string(config.node_rank) +
@@ -264,23 +277,16 @@ RendezvousSetup set_up_rendezvous(const RendezvousConfig& config, boost::asio::i
     endpoint = static_endpoint(config);
     m.static_master_addr = endpoint.host;
     m.static_master_port = endpoint.port;
-  } else if (config.backend == "etcd" && config.etcd) {
+  } else {
     m.mode = round::RoundMode::kDynamic;
     m.hosts_store = false;
-    m.where = "rendezvous '" + m.run_id + "' on etcd " +
-              backends::etcd::format_endpoints(config.etcd->endpoints);
-    try {
-      setup.backend =
-          std::make_unique<backends::etcd::EtcdKv>(io, etcd_options(*config.etcd, m.settings));
-    } catch (const std::invalid_argument& error) {
-      throw RendezvousError(std::string("etcd: ") + error.what());
-    }
+    const auto& etcd = etcd_members(config);
+    m.where =
+        "rendezvous '" + m.run_id + "' on etcd " + backends::etcd::format_endpoints(etcd.endpoints);
+    setup.backend = etcd_client(etcd_options(etcd, m.settings), io);
     // etcd guards its keys itself (its own authentication); the job secret is the store's.
     setup.start_line = "joining " + m.where;
     return setup;
-  } else {
-    throw RendezvousError("unsupported --rdzv_backend '" + config.backend +
-                          "' (ddprun supports static, c10d and etcd)");
   }
   m.hosts_store = endpoint.hosted != nullptr;
   m.where = store_where(m.run_id, endpoint);
@@ -300,28 +306,18 @@ RendezvousClient connect_to_rendezvous(const RendezvousConfig& config, boost::as
         "a --standalone job's rendezvous store is private to its agent; give the job's "
         "--rdzv_backend, --rdzv_endpoint and --rdzv_id");
   }
-  Endpoint endpoint;
-  if (config.backend == "c10d") {
-    endpoint.host = config.host.empty() ? std::string("localhost") : config.host;
-    endpoint.port = config.port.value_or(29400);
-  } else if (config.backend == "static") {
-    endpoint.host = config.host.empty() ? config.master_addr : config.host;
-    endpoint.port = config.port.value_or(config.master_port);
-  } else if (config.backend == "etcd" && config.etcd) {
+  if (config.backend == RendezvousBackend::etcd) {
+    const auto& etcd = etcd_members(config);
     client.where = "rendezvous '" + config.run_id + "' on etcd " +
-                   backends::etcd::format_endpoints(config.etcd->endpoints);
-    auto options = etcd_options(*config.etcd, config.settings);
+                   backends::etcd::format_endpoints(etcd.endpoints);
+    auto options = etcd_options(etcd, config.settings);
     options.failover_budget = std::min(options.failover_budget, connect_limit);
-    try {
-      client.backend = std::make_unique<backends::etcd::EtcdKv>(io, options);
-    } catch (const std::invalid_argument& error) {
-      throw RendezvousError(std::string("etcd: ") + error.what());
-    }
+    client.backend = etcd_client(options, io);
     return client;
-  } else {
-    throw RendezvousError("unsupported --rdzv_backend '" + config.backend +
-                          "' (ddprun supports static, c10d and etcd)");
   }
+  Endpoint endpoint;
+  endpoint.host = config.host;
+  endpoint.port = config.port;
   if (endpoint.port == 0)
     throw RendezvousError("--rdzv_endpoint " + endpoint.host + ":0 names no port");
   client.where = store_where(config.run_id, endpoint);

@@ -7,7 +7,7 @@
 #include <memory>
 #include <string>
 
-#include "agent/agent_config.hpp"
+#include "agent/base/agent_config.hpp"
 #include "rendezvous/backends/kv_backend.hpp"
 #include "rendezvous/round/machine_config.hpp"
 #include "rendezvous/store/asio.hpp"

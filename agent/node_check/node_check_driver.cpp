@@ -16,7 +16,6 @@ namespace ddprun::agent {
 
 namespace {
 
-using Clock = StackCaptureRunner::Clock;
 using End = StackCaptureRunner::CommandEnd;
 
 // How much of a check's output is read: its last lines are what the failure quotes.
@@ -87,16 +86,14 @@ CaptureCommand bounded(std::vector<std::string> argv, common::Seconds timeout) {
 
 NodeCheckDriver::NodeCheckDriver(boost::asio::io_context& io, const AgentConfig& config,
                                  const EnvMap& env, Answer answer)
-    : io_(io), config_(config), env_(env), answer_(std::move(answer)), deadline_(io) {}
+    : io_(io), config_(config), env_(env), answer_(std::move(answer)) {}
 
 NodeCheckDriver::~NodeCheckDriver() {
   clear();
 }
 
 void NodeCheckDriver::clear() {
-  deadline_.cancel();
-  runner_fd_.reset();
-  runner_.reset();  // kills and reaps what still runs
+  run_.reset();  // kills and reaps what still runs
   if (!work_dir_.empty()) {
     std::error_code ignored;
     std::filesystem::remove_all(work_dir_, ignored);
@@ -107,7 +104,6 @@ void NodeCheckDriver::clear() {
 
 void NodeCheckDriver::start() {
   clear();
-  ++generation_;
   const NodeCheckPlan plan =
       plan_node_checks(config_.node_check, config_.workers, config_.logs, probe_gpu_facts(env_));
   for (const std::string& folder : plan.folders) {
@@ -128,46 +124,17 @@ void NodeCheckDriver::start() {
       runs.targets.push_back(
           TargetCapturePlan{{}, work_dir_ + "/gpus.txt", {bounded(plan.gpus->argv, timeout)}});
     }
-    runner_ = std::make_unique<StackCaptureRunner>(runs, env_, Clock::now());
-    runner_fd_ = wait_on(io_, runner_->fd());
+    run_ = std::make_unique<CaptureRun>(
+        io_, runs, env_, [this](CaptureRun::Results results) { finish(std::move(results)); });
   } catch (const std::exception& error) {
     clear();
     answer_({false, std::string("cannot run the checks: ") + error.what()});
     return;
   }
-  watch();
-  advance();
+  run_->begin();
 }
 
-void NodeCheckDriver::watch() {
-  runner_fd_->async_wait(Descriptor::wait_read,
-                         [this, generation = generation_](const boost::system::error_code& error) {
-                           if (error || generation != generation_ || !runner_)
-                             return;
-                           advance();
-                           if (runner_)
-                             watch();
-                         });
-}
-
-void NodeCheckDriver::advance() {
-  runner_->advance(Clock::now());
-  if (runner_->done()) {
-    finish();
-    return;
-  }
-  deadline_.cancel();
-  if (const auto deadline = runner_->next_deadline()) {
-    deadline_.expires_at(*deadline);
-    deadline_.async_wait([this, generation = generation_](const boost::system::error_code& error) {
-      if (!error && generation == generation_ && runner_)
-        advance();
-    });
-  }
-}
-
-void NodeCheckDriver::finish() {
-  const auto& results = runner_->results();
+void NodeCheckDriver::finish(CaptureRun::Results results) {
   const common::Seconds timeout = config_.node_check.timeout;
   std::string problems;
   auto add = [&](const std::string& problem) {

@@ -13,10 +13,9 @@
 #include <memory>
 #include <string>
 
-#include "agent/agent_config.hpp"
+#include "agent/base/agent_config.hpp"
 #include "agent/node_check/node_check_plan.hpp"
-#include "agent/stacks/stack_capture_runner.hpp"
-#include "agent/watchdog/descriptor_wait.hpp"
+#include "agent/stacks/capture_run.hpp"
 #include "agent/workers/worker_env.hpp"
 #include "rendezvous/round/machine_io.hpp"
 #include "rendezvous/store/asio.hpp"
@@ -39,21 +38,16 @@ class NodeCheckDriver {
   void start();
 
  private:
-  void watch();
-  void advance();
-  void finish();
+  void finish(CaptureRun::Results results);
   void clear();
 
   boost::asio::io_context& io_;
   const AgentConfig& config_;
   const EnvMap& env_;
   Answer answer_;
-  std::optional<GpuCheck> gpus_;  // the running check's GPU query, for its output's meaning
-  std::string work_dir_;          // the running check's output folder
-  std::unique_ptr<StackCaptureRunner> runner_;
-  std::unique_ptr<Descriptor> runner_fd_;
-  boost::asio::steady_timer deadline_;
-  std::uint64_t generation_ = 0;  // completions of an earlier check are ignored
+  std::optional<GpuCheck> gpus_;     // the running check's GPU query, for its output's meaning
+  std::string work_dir_;             // the running check's output folder
+  std::unique_ptr<CaptureRun> run_;  // the running check's commands
 };
 
 }  // namespace ddprun::agent

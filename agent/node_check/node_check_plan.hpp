@@ -19,7 +19,7 @@
 #include <string_view>
 #include <vector>
 
-#include "agent/agent_config.hpp"
+#include "agent/base/agent_config.hpp"
 
 namespace ddprun::agent {
 

@@ -54,20 +54,15 @@ std::string_view last_faulthandler_dump(std::string_view stderr_text, std::size_
 
 std::vector<StackFrame> parse_faulthandler_main_thread(std::string_view dump) {
   std::vector<ThreadBlock> threads;
-  std::size_t offset = 0;
-  while (offset < dump.size()) {
-    std::size_t end = dump.find('\n', offset);
-    if (end == std::string_view::npos)
-      end = dump.size();
-    const std::string_view line = dump.substr(offset, end - offset);
-    offset = end + 1;
-    if (line.starts_with("Thread 0x") || line.starts_with("Current thread 0x")) {
-      threads.push_back(ThreadBlock{line.starts_with("Current"), {}});
+  common::Lines lines(dump);
+  while (const auto line = lines.next()) {
+    if (line->starts_with("Thread 0x") || line->starts_with("Current thread 0x")) {
+      threads.push_back(ThreadBlock{line->starts_with("Current"), {}});
       continue;
     }
     if (threads.empty())
       continue;
-    if (auto frame = parse_frame_line(line))
+    if (auto frame = parse_frame_line(*line))
       threads.back().frames.push_back(std::move(*frame));
   }
   const ThreadBlock* chosen = nullptr;

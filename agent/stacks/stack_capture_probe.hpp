@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "agent/base/watched_worker.hpp"
 #include "agent/stacks/stack_capture_plan.hpp"
-#include "agent/watchdog/watched_worker.hpp"
 #include "agent/workers/worker_env.hpp"
 
 namespace ddprun::agent {

@@ -22,9 +22,9 @@
 #include <string>
 #include <vector>
 
+#include "agent/base/owned_fd.hpp"
 #include "agent/stacks/stack_capture_plan.hpp"
 #include "agent/stacks/stack_trace_parser.hpp"
-#include "agent/workers/owned_fd.hpp"
 #include "agent/workers/worker_env.hpp"
 
 namespace ddprun::agent {

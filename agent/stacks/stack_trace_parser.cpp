@@ -252,20 +252,15 @@ CapturedStacks parse_stack_file(std::string_view file_text, pid_t pid) {
     if (section == Section::kNative && stacks.native.empty())
       stacks.native = parse_native_main_thread(body, pid);
   };
-  std::size_t offset = 0;
-  while (offset < file_text.size()) {
-    std::size_t end = file_text.find('\n', offset);
-    if (end == std::string_view::npos)
-      end = file_text.size();
-    const std::string_view line = file_text.substr(offset, end - offset);
-    if (line.starts_with(kStackSectionMarker)) {
-      finish(offset);
-      section = line.starts_with(python_header)   ? Section::kPython
-                : line.starts_with(native_header) ? Section::kNative
-                                                  : Section::kNone;
-      section_start = std::min(end + 1, file_text.size());
+  common::Lines lines(file_text);
+  while (const auto line = lines.next()) {
+    if (line->starts_with(kStackSectionMarker)) {
+      finish(lines.line_start());
+      section = line->starts_with(python_header)   ? Section::kPython
+                : line->starts_with(native_header) ? Section::kNative
+                                                   : Section::kNone;
+      section_start = lines.rest_start();
     }
-    offset = end + 1;
   }
   finish(file_text.size());
   return stacks;

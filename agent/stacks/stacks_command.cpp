@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/node/node_name.hpp"
+#include "agent/base/node_name.hpp"
 #include "agent/node/rendezvous_setup.hpp"
 #include "agent/stacks/stacks_answer.hpp"
 #include "rendezvous/round/round_info.hpp"

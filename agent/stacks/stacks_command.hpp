@@ -7,7 +7,7 @@
 #include <chrono>
 #include <ostream>
 
-#include "agent/agent_config.hpp"
+#include "agent/base/agent_config.hpp"
 
 namespace ddprun::agent {
 

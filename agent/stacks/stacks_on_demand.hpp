@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/loop/event_log.hpp"
+#include "agent/base/event_log.hpp"
 #include "rendezvous/backends/kv_backend.hpp"
 #include "rendezvous/backends/kv_side_client.hpp"
 #include "rendezvous/round/round_info.hpp"

@@ -2,7 +2,7 @@
 
 #include <cstdio>
 
-#include "agent/watchdog/file_timer_setup.hpp"
+#include "agent/watchdog/file_timer/file_timer_setup.hpp"
 #include "common/seconds.hpp"
 
 namespace ddprun::agent {

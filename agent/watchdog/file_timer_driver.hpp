@@ -12,9 +12,9 @@
 #include <optional>
 #include <vector>
 
-#include "agent/watchdog/descriptor_wait.hpp"
-#include "agent/watchdog/file_timer_server.hpp"
-#include "agent/watchdog/hang_report.hpp"
+#include "agent/base/descriptor_wait.hpp"
+#include "agent/watchdog/file_timer/file_timer_server.hpp"
+#include "agent/watchdog/hang/hang_report.hpp"
 #include "agent/workers/worker_env.hpp"
 #include "agent/workers/worker_group.hpp"
 

@@ -16,10 +16,10 @@
 #include <string>
 #include <vector>
 
-#include "agent/agent_config.hpp"
-#include "agent/loop/event_log.hpp"
+#include "agent/base/agent_config.hpp"
+#include "agent/base/event_log.hpp"
 #include "agent/watchdog/file_timer_driver.hpp"
-#include "agent/watchdog/hang_responder.hpp"
+#include "agent/watchdog/hang/hang_responder.hpp"
 #include "agent/watchdog/heartbeat_driver.hpp"
 #include "agent/workers/worker_env.hpp"
 #include "agent/workers/worker_group.hpp"

@@ -9,10 +9,10 @@
 #include <optional>
 #include <vector>
 
-#include "agent/watchdog/descriptor_wait.hpp"
-#include "agent/watchdog/hang_report.hpp"
-#include "agent/watchdog/heartbeat_channel.hpp"
-#include "agent/watchdog/progress_watch.hpp"
+#include "agent/base/descriptor_wait.hpp"
+#include "agent/base/heartbeat_channel.hpp"
+#include "agent/watchdog/hang/hang_report.hpp"
+#include "agent/watchdog/progress/progress_watch.hpp"
 #include "agent/workers/worker_group.hpp"
 #include "common/seconds.hpp"
 

@@ -5,7 +5,7 @@
 #include <optional>
 #include <string>
 
-#include "agent/node/round_types.hpp"
+#include "agent/base/round_types.hpp"
 
 namespace ddprun::agent {
 

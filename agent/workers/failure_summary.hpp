@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "agent/agent_config.hpp"
-#include "agent/node/round_types.hpp"
+#include "agent/base/agent_config.hpp"
+#include "agent/base/round_types.hpp"
 
 namespace ddprun::agent {
 

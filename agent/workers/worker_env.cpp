@@ -39,7 +39,7 @@ constexpr std::string_view kAgentOnlySecrets[] = {"DDPRUN_RDZV_SECRET", "DDPRUN_
 
 }  // namespace
 
-EnvMap build_worker_env(const WorkerSpec& workers, const RoundInfo& round,
+EnvMap build_worker_env(const WorkerSpec& workers, const NodeShape& shape, const RoundInfo& round,
                         const WorkerEnvInputs& inputs) {
   EnvMap env = inputs.inherited;
   for (const auto& [name, value] : workers.env_overrides)
@@ -57,14 +57,14 @@ EnvMap build_worker_env(const WorkerSpec& workers, const RoundInfo& round,
   // A single role per job, so role ranks are global ranks (torchrun's behaviour as well).
   env["ROLE_RANK"] = std::to_string(global_rank);
   env["ROLE_NAME"] = workers.role;
-  env["LOCAL_WORLD_SIZE"] = std::to_string(workers.nproc_per_node);
+  env["LOCAL_WORLD_SIZE"] = std::to_string(shape.nproc_per_node);
   env["WORLD_SIZE"] = std::to_string(round.world_size);
   env["GROUP_WORLD_SIZE"] = std::to_string(round.group_world_size);
   env["ROLE_WORLD_SIZE"] = std::to_string(round.world_size);
   env["MASTER_ADDR"] = round.master_addr;
   env["MASTER_PORT"] = std::to_string(round.master_port);
   env["TORCHELASTIC_RESTART_COUNT"] = std::to_string(round.restart_count);
-  env["TORCHELASTIC_MAX_RESTARTS"] = std::to_string(workers.max_restarts);
+  env["TORCHELASTIC_MAX_RESTARTS"] = std::to_string(shape.max_restarts);
   env["TORCHELASTIC_RUN_ID"] = round.run_id;
   // Every worker is a client of the round's store; its keys are fresh for each round.
   env["TORCHELASTIC_USE_AGENT_STORE"] = "True";
@@ -76,7 +76,7 @@ EnvMap build_worker_env(const WorkerSpec& workers, const RoundInfo& round,
       env, "TORCH_NCCL_ASYNC_ERROR_HANDLING", inherited_or(env, "NCCL_ASYNC_ERROR_HANDLING", "1"));
   // torchrun's config_from_args: unset and more than one worker per node -> 1 thread each.
   // (try_emplace: only when absent; it also sidesteps a GCC 12 -Wrestrict false positive.)
-  if (workers.nproc_per_node > 1)
+  if (shape.nproc_per_node > 1)
     env.try_emplace("OMP_NUM_THREADS", "1");
   env.try_emplace("TORCHELASTIC_SIGNALS_TO_HANDLE", workers.signals_to_handle_text);
   return env;

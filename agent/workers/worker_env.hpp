@@ -5,12 +5,11 @@
 #include <map>
 #include <string>
 
-#include "agent/agent_config.hpp"
-#include "agent/node/round_types.hpp"
+#include "agent/base/agent_config.hpp"
+#include "agent/base/env_map.hpp"
+#include "agent/base/round_types.hpp"
 
 namespace ddprun::agent {
-
-using EnvMap = std::map<std::string, std::string>;
 
 // Everything a worker's environment depends on besides the configuration and the round.
 struct WorkerEnvInputs {
@@ -21,7 +20,7 @@ struct WorkerEnvInputs {
 
 // The complete environment of one worker: the inherited variables, the launcher's overrides,
 // then torchrun's set on top (those always win, as in torchrun).
-EnvMap build_worker_env(const WorkerSpec& workers, const RoundInfo& round,
+EnvMap build_worker_env(const WorkerSpec& workers, const NodeShape& shape, const RoundInfo& round,
                         const WorkerEnvInputs& inputs);
 
 // Reads the process environment into a map (the one impure helper, kept apart).

@@ -10,7 +10,7 @@
 #include <memory>
 #include <stdexcept>
 
-#include "agent/watchdog/heartbeat_channel.hpp"
+#include "agent/base/heartbeat_channel.hpp"
 #include "agent/workers/forked_child.hpp"
 
 namespace ddprun::agent {

@@ -80,7 +80,7 @@ class SecretFile {
 
 agent::RendezvousConfig agent_config(const Meeting& meeting, int nodes, int index) {
   agent::RendezvousConfig c;
-  c.backend = "c10d";
+  c.backend = agent::RendezvousBackend::c10d;
   c.host = "127.0.0.1";
   c.port = meeting.store_port;
   c.run_id = meeting.run_id;
@@ -95,7 +95,7 @@ agent::RendezvousConfig agent_config(const Meeting& meeting, int nodes, int inde
       {"keep_alive_max_attempt", std::to_string(kKeepAliveAttempts)}};
   c.settings = rendezvous::round::parse_rdzv_settings(conf);
   if (!meeting.etcd_endpoints.empty()) {
-    c.backend = "etcd";
+    c.backend = agent::RendezvousBackend::etcd;
     c.etcd =
         rendezvous::backends::etcd::etcd_options_from_command_line(meeting.etcd_endpoints, conf);
   }
@@ -105,7 +105,7 @@ agent::RendezvousConfig agent_config(const Meeting& meeting, int nodes, int inde
   // MIN two below MAX: after a leave and a crash the survivors re-form without a replacement.
   c.min_nodes = std::max(1, nodes - 2);
   c.max_nodes = nodes;
-  c.nproc_per_node = 8;
+  c.shape.nproc_per_node = 8;
   return c;
 }
 

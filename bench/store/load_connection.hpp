@@ -15,7 +15,7 @@
 #include <string_view>
 #include <vector>
 
-#include "agent/workers/owned_fd.hpp"
+#include "agent/base/owned_fd.hpp"
 #include "rendezvous/backends/store_kv/store_kv_requests.hpp"
 #include "rendezvous/store/wire_codec.hpp"
 

@@ -12,6 +12,8 @@
 #include <charconv>
 #include <memory>
 
+#include "common/text.hpp"
+
 namespace ddprun::rendezvous::backends {
 namespace {
 
@@ -80,14 +82,10 @@ StoreHosting store_hosting(const HostQuestion& q, const LocalIdentity& identity)
 std::vector<unsigned> listening_uids(std::string_view socket_table, std::uint16_t port) {
   constexpr std::string_view kListen = "0A";
   std::vector<unsigned> uids;
-  std::size_t line_start = 0;
-  while (line_start < socket_table.size()) {
-    auto line_end = socket_table.find('\n', line_start);
-    if (line_end == std::string_view::npos) {
-      line_end = socket_table.size();
-    }
+  common::Lines lines(socket_table);
+  while (const auto next_line = lines.next()) {
+    const std::string_view line = *next_line;
     std::vector<std::string_view> fields;
-    const auto line = socket_table.substr(line_start, line_end - line_start);
     for (std::size_t at = 0; at < line.size();) {
       const auto begin = line.find_first_not_of(' ', at);
       if (begin == std::string_view::npos) {
@@ -97,7 +95,6 @@ std::vector<unsigned> listening_uids(std::string_view socket_table, std::uint16_
       fields.push_back(line.substr(begin, end - begin));
       at = end;
     }
-    line_start = line_end + 1;
     // sl, local_address, rem_address, st, tx_queue:rx_queue, tr:tm->when, retrnsmt, uid, ...
     if (fields.size() < 8 || fields[3] != kListen) {
       continue;

@@ -17,11 +17,13 @@
 #include "e2e_support.hpp"
 #include "events_file.hpp"
 #include "tests/rendezvous/etcd_cluster.hpp"
+#include "tests/rendezvous/secret_file.hpp"
 #include "tests/rendezvous/test_certificates.hpp"
 #include "tests/slurm/training_job.hpp"
 
 using namespace ddprun::agent::e2e;
 using namespace std::chrono_literals;
+using ddprun::rendezvous::store::testing::SecretFile;
 using ddprun::rendezvous::testing::EtcdCluster;
 using nlohmann::json;
 
@@ -561,14 +563,6 @@ struct TinyEtcdJob {
   }
 };
 
-std::string write_secret(const TempDir& dir, const std::string& name, const std::string& text,
-                         fs::perms mode) {
-  const std::string path = dir / name;
-  std::ofstream(path) << text << '\n';
-  fs::permissions(path, mode);
-  return path;
-}
-
 }  // namespace
 
 TEST_CASE("etcd with authentication: a user and password form the round; wrong ones are refused",
@@ -577,8 +571,8 @@ TEST_CASE("etcd with authentication: a user and password form the round; wrong o
   // The role may write the job's etcd_prefix folder, and nothing else.
   etcd.enable_auth("ddprun-job", "correct horse", "/jobs/team-a/");
   TinyEtcdJob job{etcd.endpoints(), ""};
-  const auto owner_only = fs::perms::owner_read | fs::perms::owner_write;
-  const std::string password_file = write_secret(job.dir, "password", "correct horse", owner_only);
+  const SecretFile password("correct horse\n", 0600);
+  const std::string password_file = password.path();
   // The test's etcd speaks plain http on loopback: the opt-in that allows a user there.
   const std::string conf =
       "join_timeout=60,last_call_timeout=1,etcd_prefix=/jobs/team-a,user=ddprun-job,"
@@ -595,7 +589,8 @@ TEST_CASE("etcd with authentication: a user and password form the round; wrong o
     job.run_both({{"DDPRUN_ETCD_PASSWORD", "correct horse"}});
   }
   SECTION("a wrong password ends the agent with one clear error") {
-    job.rdzv_conf = conf + write_secret(job.dir, "wrong", "battery staple", owner_only);
+    const SecretFile wrong("battery staple\n", 0600);
+    job.rdzv_conf = conf + wrong.path();
     auto agent = job.start(1);
     const auto status = agent->wait_exit(60s);
     const std::string out = agent->output();
@@ -616,9 +611,8 @@ TEST_CASE("etcd with authentication: a user and password form the round; wrong o
       CHECK(status == 2);
       CHECK_THAT(agent->output(), Catch::Contains(expected));
     };
-    check_usage(conf + write_secret(job.dir, "open", "correct horse",
-                                    owner_only | fs::perms::group_read | fs::perms::others_read),
-                "chmod 600");
+    const SecretFile readable("correct horse\n", 0644);
+    check_usage(conf + readable.path(), "chmod 600");
     check_usage("user=ddprun-job,password=correct horse", "password_file");
     check_usage("user=ddprun-job,insecure_auth=1", "DDPRUN_ETCD_PASSWORD");
     check_usage("password_file=" + password_file, "needs user");

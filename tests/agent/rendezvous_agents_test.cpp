@@ -75,7 +75,7 @@ std::map<std::string, std::string> quick_conf(std::map<std::string, std::string>
 RendezvousConfig c10d_node(uint16_t port, const std::string& local_addr, int min_nodes,
                            int max_nodes, std::map<std::string, std::string> conf) {
   RendezvousConfig c;
-  c.backend = "c10d";
+  c.backend = agent::RendezvousBackend::c10d;
   c.host = "127.0.0.1";
   c.port = port;
   c.run_id = "job";
@@ -83,8 +83,7 @@ RendezvousConfig c10d_node(uint16_t port, const std::string& local_addr, int min
   c.local_addr = local_addr;
   c.min_nodes = min_nodes;
   c.max_nodes = max_nodes;
-  c.nproc_per_node = 2;
-  c.max_restarts = 1;
+  c.shape = {2, 1};
   return c;
 }
 
@@ -346,13 +345,12 @@ TEST_CASE("static: node ranks from --node_rank, node 0 hosts the store, restarts
   Cluster cluster;
   for (int rank = 1; rank >= 0; --rank) {
     RendezvousConfig c;
-    c.backend = "static";
-    c.master_addr = "127.0.0.1";
-    c.master_port = port;
+    c.backend = agent::RendezvousBackend::static_store;
+    c.host = "127.0.0.1";
+    c.port = port;
     c.node_rank = rank;
     c.min_nodes = c.max_nodes = 2;
-    c.nproc_per_node = 2;
-    c.max_restarts = 1;
+    c.shape = {2, 1};
     c.local_addr = "127.0.0." + std::to_string(2 + rank);
     c.settings = rendezvous::round::parse_rdzv_settings(quick_conf());
     cluster.add(c);

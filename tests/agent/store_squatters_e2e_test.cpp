@@ -129,6 +129,24 @@ void expect_refused(const TempDir& dir, uint16_t port) {
   WARN("refused in " << std::chrono::duration<double>(Clock::now() - started).count() << " s");
 }
 
+// An agent whose --local_addr is the endpoint's address should host the store; it finds the
+// port taken and refuses, saying why (`holder`), before any worker starts.
+void expect_refused_host(const TempDir& dir, uint16_t port, const std::string& holder) {
+  auto argv = agent_argv(port);
+  const auto local = std::find(argv.begin(), argv.end(), "127.0.0.3");
+  REQUIRE(local != argv.end());
+  *local = "127.0.0.2";
+  Process agent(argv, dir / "agent.out", environment(dir));
+  const auto status = agent.wait_exit(60s);
+  const auto output = agent.output();
+  INFO(output);
+  CHECK(status == 1);
+  CHECK(output.find("cannot host the rendezvous store at 127.0.0.2:" + std::to_string(port) +
+                    " (--local_addr names the endpoint)") != std::string::npos);
+  CHECK(output.find(holder) != std::string::npos);
+  CHECK_FALSE(fs::exists(dir / "worker-started"));
+}
+
 }  // namespace
 
 TEST_CASE("an agent with the secret refuses a store without it on the endpoint",
@@ -170,19 +188,7 @@ TEST_CASE("an agent whose --local_addr is the endpoint refuses another user's li
                       std::string(DDPRUN_BIN_DIR) + "/ddprun-store", "--host", "127.0.0.2",
                       "--port", std::to_string(port)},
                      {}, "127.0.0.2:" + std::to_string(port));
-  auto argv = agent_argv(port);
-  const auto local = std::find(argv.begin(), argv.end(), "127.0.0.3");
-  REQUIRE(local != argv.end());
-  *local = "127.0.0.2";  // this agent should host the endpoint's store
-  Process agent(argv, dir / "agent.out", environment(dir));
-  const auto status = agent.wait_exit(60s);
-  const auto output = agent.output();
-  INFO(output);
-  CHECK(status == 1);
-  CHECK(output.find("cannot host the rendezvous store at 127.0.0.2:" + std::to_string(port) +
-                    " (--local_addr names the endpoint)") != std::string::npos);
-  CHECK(output.find("another user's process (uid 65534) holds the port") != std::string::npos);
-  CHECK_FALSE(fs::exists(dir / "worker-started"));
+  expect_refused_host(dir, port, "another user's process (uid 65534) holds the port");
 }
 
 // The agent that wins the bind lists its store a moment later, when it listens; until then a
@@ -201,19 +207,7 @@ time.sleep(120)
   const uint16_t port = free_port("127.0.0.2");
   const auto squatter = start_squatter(
       dir, {"/usr/bin/python3", dir / "bound.py", std::to_string(port)}, {}, "bound");
-  auto argv = agent_argv(port);
-  const auto local = std::find(argv.begin(), argv.end(), "127.0.0.3");
-  REQUIRE(local != argv.end());
-  *local = "127.0.0.2";
-  Process agent(argv, dir / "agent.out", environment(dir));
-  const auto status = agent.wait_exit(60s);
-  const auto output = agent.output();
-  INFO(output);
-  CHECK(status == 1);
-  CHECK(output.find("cannot host the rendezvous store at 127.0.0.2:" + std::to_string(port)) !=
-        std::string::npos);
-  CHECK(output.find("no process listens there, yet the port is bound") != std::string::npos);
-  CHECK_FALSE(fs::exists(dir / "worker-started"));
+  expect_refused_host(dir, port, "no process listens there, yet the port is bound");
 }
 
 namespace {

@@ -4,8 +4,8 @@
 #include <catch2/catch.hpp>
 #include <regex>
 
-#include "agent/watchdog/step_times.hpp"
-#include "agent/watchdog/straggler_report.hpp"
+#include "agent/watchdog/progress/step_times.hpp"
+#include "agent/watchdog/progress/straggler_report.hpp"
 #include "tests/agent/e2e_support.hpp"
 #include "tests/agent/events_file.hpp"
 

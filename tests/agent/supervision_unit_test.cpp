@@ -8,10 +8,10 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include "agent/base/event_log.hpp"
 #include "agent/logs/console.hpp"
 #include "agent/logs/log_layout.hpp"
 #include "agent/logs/log_prefix.hpp"
-#include "agent/loop/event_log.hpp"
 #include "agent/workers/error_file.hpp"
 #include "agent/workers/failure_gathering.hpp"
 #include "agent/workers/failure_summary.hpp"
@@ -44,10 +44,9 @@ RoundInfo two_node_round() {
 
 TEST_CASE("worker environment carries torchrun's variables") {
   WorkerSpec config;
-  config.nproc_per_node = 2;
-  config.max_restarts = 3;
+  const NodeShape shape{2, 3};
   WorkerEnvInputs inputs{{{"PATH", "/bin"}, {"RANK", "stale"}}, 1, "/logs/1/error.json"};
-  const EnvMap env = build_worker_env(config, two_node_round(), inputs);
+  const EnvMap env = build_worker_env(config, shape, two_node_round(), inputs);
   CHECK(env.at("PATH") == "/bin");
   CHECK(env.at("LOCAL_RANK") == "1");
   CHECK(env.at("RANK") == "3");  // torchrun's values win over inherited ones
@@ -72,12 +71,12 @@ TEST_CASE("worker environment carries torchrun's variables") {
 
 TEST_CASE("worker environment keeps inherited tuning and applies launcher overrides") {
   WorkerSpec config;
-  config.nproc_per_node = 4;
+  const NodeShape shape{4, 0};
   config.virtual_local_rank = true;
   config.env_overrides = {{"EXTRA", "x"}};
   WorkerEnvInputs inputs{
       {{"OMP_NUM_THREADS", "8"}, {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "3"}}, 2, ""};
-  const EnvMap env = build_worker_env(config, two_node_round(), inputs);
+  const EnvMap env = build_worker_env(config, shape, two_node_round(), inputs);
   CHECK(env.at("OMP_NUM_THREADS") == "8");
   CHECK(env.at("TORCH_NCCL_ASYNC_ERROR_HANDLING") == "3");
   CHECK(env.at("LOCAL_RANK") == "0");  // --virtual_local_rank
@@ -94,7 +93,7 @@ TEST_CASE("workers never inherit the agent's job secret or etcd password") {
                           {"HOME", "/home/u"}},
                          0,
                          ""};
-  const EnvMap env = build_worker_env(config, two_node_round(), inputs);
+  const EnvMap env = build_worker_env(config, NodeShape{}, two_node_round(), inputs);
   CHECK_FALSE(env.contains("DDPRUN_RDZV_SECRET"));
   CHECK_FALSE(env.contains("DDPRUN_ETCD_PASSWORD"));
   CHECK(env.at("DDPRUN_RDZV_SECRET_FILE") ==
@@ -105,17 +104,17 @@ TEST_CASE("workers never inherit the agent's job secret or etcd password") {
 TEST_CASE("worker environment passes an inherited pre-2.2 NCCL_ASYNC_ERROR_HANDLING on") {
   WorkerSpec config;
   WorkerEnvInputs inputs{{{"NCCL_ASYNC_ERROR_HANDLING", "0"}}, 0, ""};
-  const EnvMap env = build_worker_env(config, two_node_round(), inputs);
+  const EnvMap env = build_worker_env(config, NodeShape{}, two_node_round(), inputs);
   CHECK(env.at("NCCL_ASYNC_ERROR_HANDLING") == "0");
   CHECK(env.at("TORCH_NCCL_ASYNC_ERROR_HANDLING") == "0");  // the job's choice, not torchrun's 1
 }
 
 TEST_CASE("--virtual-local-rank gives each worker its own GPU, as torchrun 2.13 does") {
   WorkerSpec config;
-  config.nproc_per_node = 2;
+  const NodeShape shape{2, 0};
   config.virtual_local_rank = true;
   const auto device = [&](EnvMap inherited, int local_rank) {
-    return build_worker_env(config, RoundInfo{}, {std::move(inherited), local_rank, ""})
+    return build_worker_env(config, shape, RoundInfo{}, {std::move(inherited), local_rank, ""})
         .at("CUDA_VISIBLE_DEVICES");
   };
   CHECK(device({}, 1) == "1");  // unset: the local rank itself
@@ -123,12 +122,13 @@ TEST_CASE("--virtual-local-rank gives each worker its own GPU, as torchrun 2.13 
   CHECK(device({{"CUDA_VISIBLE_DEVICES", "3, 5"}}, 1) == "5");
   CHECK(device({{"CUDA_VISIBLE_DEVICES", "GPU-a,GPU-b"}}, 1) == "GPU-b");
   config.virtual_local_rank = false;
-  CHECK_FALSE(build_worker_env(config, RoundInfo{}, {{}, 1, ""}).contains("CUDA_VISIBLE_DEVICES"));
+  CHECK_FALSE(
+      build_worker_env(config, shape, RoundInfo{}, {{}, 1, ""}).contains("CUDA_VISIBLE_DEVICES"));
 }
 
 TEST_CASE("a single worker per node gets no OMP_NUM_THREADS") {
   WorkerSpec config;
-  const EnvMap env = build_worker_env(config, RoundInfo{}, WorkerEnvInputs{});
+  const EnvMap env = build_worker_env(config, NodeShape{}, RoundInfo{}, WorkerEnvInputs{});
   CHECK_FALSE(env.contains("OMP_NUM_THREADS"));
 }
 

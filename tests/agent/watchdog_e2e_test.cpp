@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
-#include "agent/watchdog/hang_responder.hpp"
+#include "agent/watchdog/hang/hang_responder.hpp"
 #include "events_file.hpp"
 #include "rendezvous/round/machine_config.hpp"
 #include "watchdog_support.hpp"

@@ -5,7 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include "agent/stacks/faulthandler_parser.hpp"
-#include "agent/watchdog/python_traceback_fallback.hpp"
+#include "agent/watchdog/hang/python_traceback_fallback.hpp"
 
 using namespace ddprun::agent;
 using namespace std::chrono_literals;

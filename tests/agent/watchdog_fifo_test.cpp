@@ -8,8 +8,8 @@
 #include <catch2/catch.hpp>
 #include <ctime>
 
-#include "agent/watchdog/file_timer_fifo.hpp"
-#include "agent/watchdog/file_timer_server.hpp"
+#include "agent/watchdog/file_timer/file_timer_fifo.hpp"
+#include "agent/watchdog/file_timer/file_timer_server.hpp"
 #include "watchdog_support.hpp"
 
 using namespace ddprun::agent;
@@ -47,7 +47,7 @@ FileTimerServer::Events pump(FileTimerServer& server, Done done, std::chrono::mi
 }
 
 bool is_fifo(const std::string& path) {
-  struct stat info {};
+  struct stat info{};
   return ::lstat(path.c_str(), &info) == 0 && S_ISFIFO(info.st_mode);
 }
 
@@ -205,8 +205,8 @@ TEST_CASE("PyTorch's FileTimerClient: acquire, release, and an expired sleeper r
 
   // Acquired: one timer about a minute ahead.
   const double before = wall_now();
-  FileTimerServer::Events events = pump(
-      server, [&](const auto&) { return server.counters().requests >= 1; }, 60s);
+  FileTimerServer::Events events =
+      pump(server, [&](const auto&) { return server.counters().requests >= 1; }, 60s);
   REQUIRE(server.counters().requests == 1);
   CHECK(events.warnings.empty());
   REQUIRE(server.next_deadline_epoch_s());
@@ -214,8 +214,7 @@ TEST_CASE("PyTorch's FileTimerClient: acquire, release, and an expired sleeper r
 
   // Released on leaving the block.
   worker.write_stdin("\n");
-  events = pump(
-      server, [&](const auto&) { return server.counters().requests >= 2; }, 30s);
+  events = pump(server, [&](const auto&) { return server.counters().requests >= 2; }, 30s);
   REQUIRE(server.counters().requests == 2);
   CHECK(server.next_deadline_epoch_s() == std::nullopt);
   CHECK(events.expired.empty());
@@ -223,8 +222,7 @@ TEST_CASE("PyTorch's FileTimerClient: acquire, release, and an expired sleeper r
   // Sleeps inside expires(after=1): reported expired, with SIGKILL (the client's default) and
   // its pid. (PyTorch's default scope names contextlib.py, not the caller: we pass one.)
   worker.write_stdin("\n");
-  events = pump(
-      server, [](const auto& all) { return !all.expired.empty(); }, 30s);
+  events = pump(server, [](const auto& all) { return !all.expired.empty(); }, 30s);
   REQUIRE(events.expired.size() == 1);
   const TimerExpiry& expiry = events.expired[0];
   CHECK(expiry.worker.pid == worker.pid());

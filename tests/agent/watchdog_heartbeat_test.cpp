@@ -7,7 +7,7 @@
 #include <catch2/catch.hpp>
 #include <cstdlib>
 
-#include "agent/watchdog/progress_watch.hpp"
+#include "agent/watchdog/progress/progress_watch.hpp"
 #include "watchdog_support.hpp"
 #include "worker-runtime/progress_heartbeat.hpp"
 
@@ -183,8 +183,7 @@ TEST_CASE("the trainer's ProgressHeartbeat writes one byte per beat, only to a p
   REQUIRE(::pipe2(ends, O_CLOEXEC | O_NONBLOCK) == 0);
   OwnedFd write_end(ends[1]);
   ::close(ends[0]);
-  struct sigaction ignore {
-  }, previous{};
+  struct sigaction ignore{}, previous{};
   ignore.sa_handler = SIG_IGN;
   ::sigaction(SIGPIPE, &ignore, &previous);
   ProgressHeartbeat lonely(write_end.get());

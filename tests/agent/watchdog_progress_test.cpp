@@ -2,7 +2,7 @@
 // as values, no clock, no sleeps.
 #include <catch2/catch.hpp>
 
-#include "agent/watchdog/progress_watch.hpp"
+#include "agent/watchdog/progress/progress_watch.hpp"
 
 using namespace ddprun::agent;
 using namespace std::chrono_literals;

@@ -6,9 +6,9 @@
 #include <random>
 #include <string>
 
-#include "agent/watchdog/file_timer_request.hpp"
-#include "agent/watchdog/file_timer_setup.hpp"
-#include "agent/watchdog/timer_table.hpp"
+#include "agent/watchdog/file_timer/file_timer_request.hpp"
+#include "agent/watchdog/file_timer/file_timer_setup.hpp"
+#include "agent/watchdog/file_timer/timer_table.hpp"
 
 using namespace ddprun::agent;
 

@@ -7,7 +7,7 @@
 
 #include "agent/stacks/stack_capture_plan.hpp"
 #include "agent/stacks/stack_trace_parser.hpp"
-#include "agent/watchdog/hang_report.hpp"
+#include "agent/watchdog/hang/hang_report.hpp"
 
 using namespace ddprun::agent;
 using namespace std::chrono_literals;
@@ -292,9 +292,7 @@ TEST_CASE("hang report from JSON refuses malformed and oversized input") {
       broken([](auto& j) { j["hung"][0]["silent_for_s"] = -1; }),
       broken([](auto& j) { j["hung"][0]["silent_for_s"] = 1e300; }),
       broken([](auto& j) { j["hung"][0].erase("timeout_s"); }),
-      broken([](auto& j) {
-        j["hung"][0]["top_frames"] = nlohmann::json::array({1, 2});
-      }),
+      broken([](auto& j) { j["hung"][0]["top_frames"] = nlohmann::json::array({1, 2}); }),
       broken([](auto& j) {
         j["hung"][0]["top_frames"] = nlohmann::json::array();
         for (std::size_t i = 0; i <= kHangReportFrames; ++i)

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/watchdog/heartbeat_channel.hpp"
+#include "agent/base/heartbeat_channel.hpp"
 #include "agent/workers/forked_child.hpp"
 #include "e2e_support.hpp"
 

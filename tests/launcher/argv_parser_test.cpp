@@ -18,12 +18,7 @@
 
 namespace {
 
-using ddprun::launcher::ArgvError;
-using ddprun::launcher::ArgvOccurrence;
-using ddprun::launcher::ArgvOption;
-using ddprun::launcher::ArgvParse;
-using ddprun::launcher::ArgvProblem;
-using ddprun::launcher::parse_argv;
+using namespace ddprun::launcher;
 using Words = std::vector<std::string>;
 
 // Shaped like ddprun's table: long names with both spellings, names that are prefixes of other

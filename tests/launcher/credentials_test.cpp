@@ -18,13 +18,8 @@
 #include "launcher/usage_error.hpp"
 #include "launcher_test_support.hpp"
 
-using ddprun::launcher::Environment;
-using ddprun::launcher::holds_credentials;
-using ddprun::launcher::load_etcd_password;
-using ddprun::launcher::take_credentials_out_of_process_environment;
-using ddprun::launcher::UsageError;
-using ddprun::launcher::wipe_credentials;
-using ddprun::launcher::testing::resolve;
+using namespace ddprun::launcher;
+using namespace ddprun::launcher::testing;
 
 namespace {
 

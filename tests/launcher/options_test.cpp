@@ -12,14 +12,8 @@
 #include "launcher/usage_error.hpp"
 #include "launcher_test_support.hpp"
 
-using ddprun::launcher::Environment;
-using ddprun::launcher::find_option;
-using ddprun::launcher::launch_config_to_json;
-using ddprun::launcher::OptionKind;
-using ddprun::launcher::pet_variable;
-using ddprun::launcher::UsageError;
-using ddprun::launcher::testing::resolve;
-using ddprun::launcher::testing::test_machine;
+using namespace ddprun::launcher;
+using namespace ddprun::launcher::testing;
 using nlohmann::json;
 
 namespace {

@@ -7,11 +7,8 @@
 #include "launcher/usage_error.hpp"
 #include "launcher_test_support.hpp"
 
-using ddprun::launcher::Environment;
-using ddprun::launcher::max_tasks_per_node;
-using ddprun::launcher::read_slurm_step;
-using ddprun::launcher::UsageError;
-using ddprun::launcher::testing::resolve;
+using namespace ddprun::launcher;
+using namespace ddprun::launcher::testing;
 
 namespace {
 

@@ -184,7 +184,10 @@ TEST_CASE("etcd endpoints and options are validated where they enter", "[etcd]")
   CHECK_THROWS_WITH(parse_etcd_endpoints("a:2379,,b"), Catch::Contains("empty entry"));
   CHECK_THROWS_WITH(parse_etcd_endpoints("a:99999"), Catch::Contains("bad port"));
   CHECK_THROWS_WITH(parse_etcd_endpoints("http://a:2379"), Catch::Contains("protocol=https"));
-  CHECK_THROWS_WITH(parse_etcd_endpoints("::1:2379"), Catch::Contains("[address]:port"));
+  CHECK_THROWS_WITH(parse_etcd_endpoints("::1:2379"),
+                    Catch::Contains("IPv6 address without brackets"));
+  CHECK_THROWS_WITH(parse_etcd_endpoints("a:0"), Catch::Contains("port 0"));
+  CHECK_THROWS_WITH(parse_etcd_endpoints("[::1"), Catch::Contains("unclosed"));
 
   EtcdOptions options;
   options.endpoints = endpoints;

@@ -17,7 +17,7 @@
 #include "raw_connection.hpp"
 #include "rendezvous/store/job_auth.hpp"
 #include "rendezvous/store/store_server.hpp"
-#include "tests/rendezvous/store_client.hpp"
+#include "tests/rendezvous/loopback_store.hpp"
 
 using namespace ddprun::rendezvous::store;
 using ddprun::rendezvous::store::testing::hex;
@@ -29,21 +29,13 @@ namespace {
 constexpr std::size_t kBudget = 64 * 1024 * 1024;
 
 std::unique_ptr<StoreServer> start_server(const std::string& secret = "") {
-  StoreServerOptions options;
-  options.host = "127.0.0.1";
-  options.limits.max_total_bytes = kBudget;
-  options.log_level = StoreLogLevel::quiet;
-  options.secret = secret;
-  return StoreServer::start(options);
+  StoreLimits limits;
+  limits.max_total_bytes = kBudget;
+  return testing::start_loopback_store(secret, limits);
 }
 
 std::unique_ptr<StoreClient> good_client(uint16_t port, const std::string& secret = "") {
-  StoreClientOptions options;
-  options.port = port;
-  options.connect_timeout = 5s;
-  options.op_timeout = 2s;
-  options.secret = secret;
-  return StoreClient::connect(options);
+  return testing::loopback_client(port, secret, 5s, 2s);
 }
 
 // The well-behaved client gets an answer, quickly.

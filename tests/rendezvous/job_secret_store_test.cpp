@@ -13,7 +13,7 @@
 #include "rendezvous/store/job_auth.hpp"
 #include "rendezvous/store/store_server.hpp"
 #include "rendezvous/store/wire_codec.hpp"
-#include "tests/rendezvous/store_client.hpp"
+#include "tests/rendezvous/loopback_store.hpp"
 
 using namespace ddprun::rendezvous::store;
 using ddprun::rendezvous::store::testing::hex;
@@ -27,21 +27,11 @@ const std::string kSecret = "0123456789abcdef-job-secret";
 
 std::unique_ptr<StoreServer> start_server(const std::string& secret,
                                           const StoreLimits& limits = StoreLimits{}) {
-  StoreServerOptions options;
-  options.host = "127.0.0.1";
-  options.limits = limits;
-  options.log_level = StoreLogLevel::quiet;
-  options.secret = secret;
-  return StoreServer::start(options);
+  return testing::start_loopback_store(secret, limits);
 }
 
 std::unique_ptr<StoreClient> client(uint16_t port, const std::string& secret) {
-  StoreClientOptions options;
-  options.port = port;
-  options.connect_timeout = 10s;
-  options.op_timeout = 10s;
-  options.secret = secret;
-  return StoreClient::connect(options);
+  return testing::loopback_client(port, secret);
 }
 
 // A G2 request naming one key (GET, or the head of a SET whose value follows).

@@ -23,11 +23,8 @@
 
 using namespace std::chrono_literals;
 using Catch::Matchers::Contains;
-using ddprun::test::ChildProcess;
-using ddprun::test::TempDir;
-using ddprun::train::FusedAdamW;
-using ddprun::train::LossScaler;
-using ddprun::train::LossScalerSettings;
+using namespace ddprun::test;
+using namespace ddprun::train;
 
 namespace {
 

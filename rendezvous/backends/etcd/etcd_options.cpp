@@ -5,6 +5,7 @@
 #include <charconv>
 #include <stdexcept>
 
+#include "common/host_port.hpp"
 #include "common/text.hpp"
 
 namespace ddprun::rendezvous::backends::etcd {
@@ -12,66 +13,23 @@ namespace {
 
 using common::trim;
 
-std::uint16_t parse_port(std::string_view text, std::string_view entry) {
-  unsigned value = 0;
-  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (text.empty() || error != std::errc() || end != text.data() + text.size() || value == 0 ||
-      value > 65535) {
-    throw EtcdOptionError("rdzv_endpoint",
-                          "bad port in '" + std::string(entry) + "' (expected 1-65535)");
-  }
-  return static_cast<std::uint16_t>(value);
-}
-
 EtcdEndpoint parse_one(std::string_view entry) {
-  EtcdEndpoint endpoint;
-  std::string_view rest = entry;
-  if (const auto scheme = rest.find("://"); scheme != std::string_view::npos) {
+  if (entry.find("://") != std::string_view::npos) {
     throw EtcdOptionError("rdzv_endpoint",
                           "'" + std::string(entry) +
                               "' has a scheme; give host:port and set protocol=https in "
                               "--rdzv_conf for TLS");
   }
-  if (!rest.empty() && rest.front() == '[') {
-    const auto close = rest.find(']');
-    if (close == std::string_view::npos) {
-      throw EtcdOptionError("rdzv_endpoint", "unclosed '[' in '" + std::string(entry) + "'");
-    }
-    endpoint.host = std::string(rest.substr(1, close - 1));
-    rest.remove_prefix(close + 1);
-    if (rest.empty()) {
-      endpoint.port = kEtcdDefaultPort;
-    } else if (rest.front() == ':') {
-      endpoint.port = parse_port(rest.substr(1), entry);
-    } else {
-      throw EtcdOptionError("rdzv_endpoint",
-                            "unexpected text after ']' in '" + std::string(entry) + "'");
-    }
-  } else {
-    const auto colon = rest.rfind(':');
-    if (colon != std::string_view::npos && rest.find(':') != colon) {
-      throw EtcdOptionError("rdzv_endpoint", "write the IPv6 address in '" + std::string(entry) +
-                                                 "' as [address]:port");
-    }
-    if (colon == std::string_view::npos) {
-      endpoint.host = std::string(rest);
-      endpoint.port = kEtcdDefaultPort;
-    } else {
-      endpoint.host = std::string(rest.substr(0, colon));
-      endpoint.port = parse_port(rest.substr(colon + 1), entry);
-    }
+  common::HostPort parsed;
+  try {
+    parsed = common::parse_host_port(entry);
+  } catch (const std::invalid_argument& error) {
+    throw EtcdOptionError("rdzv_endpoint", "'" + std::string(entry) + "' has " + error.what());
   }
-  if (endpoint.host.empty()) {
-    throw EtcdOptionError("rdzv_endpoint", "missing host in '" + std::string(entry) + "'");
+  if (parsed.port == 0) {
+    throw EtcdOptionError("rdzv_endpoint", "'" + std::string(entry) + "' has port 0");
   }
-  for (const char c : endpoint.host) {
-    const bool allowed = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-                         (c >= '0' && c <= '9') || c == '.' || c == '-' || c == '_' || c == ':';
-    if (!allowed) {
-      throw EtcdOptionError("rdzv_endpoint", "bad character in host '" + endpoint.host + "'");
-    }
-  }
-  return endpoint;
+  return EtcdEndpoint{std::move(parsed.host), parsed.port.value_or(kEtcdDefaultPort)};
 }
 
 }  // namespace

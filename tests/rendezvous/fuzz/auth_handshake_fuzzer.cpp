@@ -18,6 +18,7 @@
 #include "rendezvous/store/auth_gate.hpp"
 #include "rendezvous/store/job_auth.hpp"
 #include "rendezvous/store/request_decoder.hpp"
+#include "tests/rendezvous/fuzz/next_request.hpp"
 
 using namespace ddprun::rendezvous::store;
 
@@ -47,19 +48,8 @@ void fuzz_store_side(std::span<const std::uint8_t> input) {
   std::string agent_nonce;
   std::string store_nonce;
   std::uint8_t counter = 0;
-  while (!input.empty()) {
-    auto result = decode_request(input, *generation, limits);
-    if (result.status != DecodeStatus::complete) {
-      if (result.status == DecodeStatus::need_more && result.min_bytes <= input.size()) {
-        std::abort();  // need_more must ask for bytes we do not have
-      }
-      break;
-    }
-    if (result.consumed == 0 || result.consumed > input.size()) {
-      std::abort();
-    }
-    input = input.subspan(result.consumed);
-    const Request& request = result.request;
+  while (const auto next = fuzzing::next_request(input, *generation, limits)) {
+    const Request& request = *next;
     const bool was_proving = gate.proving();
     if (request.command == Command::auth_hello || request.command == Command::auth_proof) {
       // A nonce that differs per challenge, as the server's random ones do.

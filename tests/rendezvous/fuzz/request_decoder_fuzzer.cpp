@@ -10,6 +10,7 @@
 #include "rendezvous/store/memory_budget.hpp"
 #include "rendezvous/store/request_decoder.hpp"
 #include "rendezvous/store/store_state.hpp"
+#include "tests/rendezvous/fuzz/next_request.hpp"
 
 using namespace ddprun::rendezvous::store;
 
@@ -28,20 +29,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     }
     // Two connections share the state, so wake-ups cross between them.
     ConnectionId connection = 1;
-    while (!input.empty()) {
-      auto result = decode_request(input, *generation, limits);
-      if (result.status != DecodeStatus::complete) {
-        if (result.status == DecodeStatus::need_more && result.min_bytes <= input.size()) {
-          std::abort();  // need_more must ask for bytes we do not have
-        }
-        break;
-      }
-      if (result.consumed == 0 || result.consumed > input.size()) {
-        std::abort();
-      }
-      input = input.subspan(result.consumed);
+    while (auto request = fuzzing::next_request(input, *generation, limits)) {
       out.clear();
-      if (state.handle(connection, result.request, out)) {
+      if (state.handle(connection, *request, out)) {
         state.disconnect(connection);
       }
       connection = connection == 1 ? 2 : 1;
