@@ -60,62 +60,71 @@ cuda_build() {
   echo "test.sh: ddprun-train compiled and linked against CUDA LibTorch with NCCL (build-cuda/)"
 }
 
-# Beside the Release suite, at nice 19: the ASan build, the packaging test, the CUDA build. Each
-# writes its own log, shown when it fails (and the packaging test's always: it is a test).
+# Beside the Release suite, at nice 19 (they take the cores only while the suites leave them
+# idle): the ASan build; and the packaging test, then the CUDA build. Each writes its log in
+# build/side-stages/ (shown when it fails; the packaging test's always, it is a test) and its
+# time; build/side-stages/failed lists what failed. The ASan suite runs once its build is done,
+# while the packaging test may still run.
 mkdir -p build/side-stages
-side_stages() {
-  local started=$SECONDS status=0
-  # This subshell and everything it starts (they inherit it) at the lowest priority.
-  renice -n 19 -p "$BASHPID" >/dev/null
+rm -f build/side-stages/*
+at_lowest_priority() { renice -n 19 -p "$BASHPID" >/dev/null; }
+timed() { # timed NAME COMMAND...: NAME.log, its time, and NAME in `failed` if it failed
+  local name=$1 started=$SECONDS
+  shift
+  "$@" >"build/side-stages/$name.log" 2>&1 || echo "$name" >>build/side-stages/failed
+  echo "test.sh: $name took $((SECONDS - started)) s (beside the suites)" \
+    >>build/side-stages/times
+}
+asan_build() {
   # -O1: AddressSanitizer's own advice (usable stacks, quick builds).
   BUILD_DIR=build-asan BUILD_TYPE=RelWithDebInfo scripts/build.sh --all \
-    -DDDPRUN_SANITIZE=ON -DDDPRUN_WITH_TORCH=OFF \
-    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g -DNDEBUG" >build/side-stages/asan-build.log 2>&1 ||
-    { echo "asan-build failed" >>build/side-stages/failed; return 0; }
-  echo "test.sh: the ASan build took $((SECONDS - started)) s (beside the suite)" \
-    >>build/side-stages/times
-  started=$SECONDS
-  isolated timeout 3600 tests/packaging/pip_install_test.sh "$PWD" \
-    >build/side-stages/packaging.log 2>&1 ||
-    status=$?
-  echo "$status" >build/side-stages/packaging.status
-  echo "test.sh: the packaging test took $((SECONDS - started)) s (beside the suite)" \
-    >>build/side-stages/times
-  if [[ $cuda_stage != 0 ]]; then
-    started=$SECONDS
-    cuda_build >build/side-stages/cuda-build.log 2>&1 ||
-      echo "cuda-build failed" >>build/side-stages/failed
-    echo "test.sh: the CUDA build took $((SECONDS - started)) s (beside the suite)" \
-      >>build/side-stages/times
-  fi
+    -DDDPRUN_SANITIZE=ON -DDDPRUN_WITH_TORCH=OFF -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g -DNDEBUG"
 }
-rm -f build/side-stages/*
-side_stages &
-side_pid=$!
+packaging_test() {
+  local status=0
+  isolated timeout 3600 tests/packaging/pip_install_test.sh "$PWD" || status=$?
+  echo "$status" >build/side-stages/packaging.status  # judged below: 77 is a skip
+}
+side_stage_failed() { # side_stage_failed NAME...: shows the log of each that failed
+  local failed=1
+  for name in "$@"; do
+    if grep -qx "$name" build/side-stages/failed 2>/dev/null; then
+      echo "test.sh: $name failed (its log follows)" >&2
+      cat "build/side-stages/$name.log" >&2
+      failed=0
+    fi
+  done
+  return $failed
+}
+(at_lowest_priority && timed asan-build asan_build) &
+asan_pid=$!
+(at_lowest_priority && timed packaging packaging_test &&
+  if [[ $cuda_stage != 0 ]]; then timed cuda-build cuda_build; fi) &
+others_pid=$!
+
 suite_status=0
 isolated ctest --test-dir build --output-on-failure -j 2 --timeout 900 -LE packaging ||
   suite_status=$?
 stage_done "the Release suite"
-wait "$side_pid"
-stage_done "waiting for the side stages"
-cat build/side-stages/times 2>/dev/null || true
-((suite_status == 0)) || { echo "test.sh: the Release suite failed" >&2; exit "$suite_status"; }
-if [[ -f build/side-stages/failed ]]; then
-  while read -r what _; do
-    echo "test.sh: $what (its log follows)" >&2
-    cat "build/side-stages/$what.log" >&2
-  done <build/side-stages/failed
-  exit 1
+wait "$asan_pid"
+stage_done "waiting for the ASan build"
+asan_status=0
+if ((suite_status == 0)) && ! grep -qx asan-build build/side-stages/failed 2>/dev/null; then
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+    isolated ctest --test-dir build-asan --output-on-failure -j 2 -L 'unit|integration' \
+    --timeout 900 || asan_status=$?
+  stage_done "the ASan suite"
 fi
+wait "$others_pid"
+stage_done "waiting for the packaging test and the CUDA build"
+cat build/side-stages/times || true
+((suite_status == 0)) || { echo "test.sh: the Release suite failed" >&2; exit "$suite_status"; }
+! side_stage_failed asan-build cuda-build packaging || exit 1
+((asan_status == 0)) || { echo "test.sh: the ASan suite failed" >&2; exit "$asan_status"; }
 
-packaging_status=$(cat build/side-stages/packaging.status)
 cat build/side-stages/packaging.log
-case $packaging_status in
+case $(cat build/side-stages/packaging.status) in
   0) echo "test.sh: packaging_pip_install PASSED" ;;
   77) echo "test.sh: packaging_pip_install SKIPPED (the reason is above)" ;;
-  *) echo "test.sh: packaging_pip_install FAILED (exit $packaging_status)" >&2; exit 1 ;;
+  *) echo "test.sh: packaging_pip_install FAILED" >&2; exit 1 ;;
 esac
-
-ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-  isolated ctest --test-dir build-asan --output-on-failure -j 2 -L 'unit|integration' --timeout 900
-stage_done "the ASan suite"
