@@ -75,10 +75,26 @@ timed() { # timed NAME COMMAND...: NAME.log, its time, and NAME in `failed` if i
   echo "test.sh: $name took $((SECONDS - started)) s (beside the suites)" \
     >>build/side-stages/times
 }
+asan_labels='unit|integration'
 asan_build() {
   # -O1: AddressSanitizer's own advice (usable stacks, quick builds).
-  BUILD_DIR=build-asan BUILD_TYPE=RelWithDebInfo scripts/build.sh --all \
+  local generator=()
+  command -v ninja >/dev/null && generator=(-G Ninja)
+  cmake -S . -B build-asan "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBUILD_TESTING=ON \
     -DDDPRUN_SANITIZE=ON -DDDPRUN_WITH_TORCH=OFF -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g -DNDEBUG"
+  # Only what the ASan suite runs: the programs and the executables of its tests (the slurm,
+  # interop and model tests are not run there).
+  local targets
+  targets=$(ctest --test-dir build-asan -N -L "$asan_labels" --show-only=json-v1 |
+    python3 -c '
+import json, os, sys
+tests = os.path.realpath(sys.argv[1])
+for test in json.load(sys.stdin)["tests"]:
+    command = test.get("command") or [""]
+    if os.path.dirname(os.path.realpath(command[0])) == tests:
+        print(os.path.basename(command[0]))' build-asan/tests | sort -u)
+  # shellcheck disable=SC2086 # one target per word
+  cmake --build build-asan -j "$(nproc)" --target ddprun-programs $targets
 }
 packaging_test() {
   local status=0
@@ -111,7 +127,7 @@ stage_done "waiting for the ASan build"
 asan_status=0
 if ((suite_status == 0)) && ! grep -qx asan-build build/side-stages/failed 2>/dev/null; then
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-    isolated ctest --test-dir build-asan --output-on-failure -j 2 -L 'unit|integration' \
+    isolated ctest --test-dir build-asan --output-on-failure -j 2 -L "$asan_labels" \
     --timeout 900 || asan_status=$?
   stage_done "the ASan suite"
 fi
