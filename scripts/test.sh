@@ -7,7 +7,7 @@
 #      DDPRUN_CUDA_VENV=0, and with a message when install-deps.sh made no .venv-cuda (too little
 #      disk); DDPRUN_CUDA_VENV=1 makes a missing .venv-cuda an error;
 #   3. an ASan+UBSan build of the components that do not use LibTorch, unit and
-#      integration labels;
+#      integration labels (but the fuzzers, sanitized whatever the build: they ran in 1);
 #   4. the packaging label: tests/packaging/pip_install_test.sh builds the pip wheel as a
 #      non-root user and installs it.
 # The Release suite mostly waits (on sockets, timeouts, processes), so the builds of 2 and 3 and
@@ -85,7 +85,7 @@ asan_build() {
   # Only what the ASan suite runs: the programs and the executables of its tests (the slurm,
   # interop and model tests are not run there).
   local targets
-  targets=$(ctest --test-dir build-asan -N -L "$asan_labels" --show-only=json-v1 |
+  targets=$(ctest --test-dir build-asan -N -L "$asan_labels" -LE fuzz --show-only=json-v1 |
     python3 -c '
 import json, os, sys
 tests = os.path.realpath(sys.argv[1])
@@ -127,7 +127,7 @@ stage_done "waiting for the ASan build"
 asan_status=0
 if ((suite_status == 0)) && ! grep -qx asan-build build/side-stages/failed 2>/dev/null; then
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-    isolated ctest --test-dir build-asan --output-on-failure -j 2 -L "$asan_labels" \
+    isolated ctest --test-dir build-asan --output-on-failure -j 2 -L "$asan_labels" -LE fuzz \
     --timeout 900 || asan_status=$?
   stage_done "the ASan suite"
 fi
