@@ -85,14 +85,18 @@ asan_build() {
   # Only what the ASan suite runs: the programs and the executables of its tests (the slurm,
   # interop and model tests are not run there).
   local targets
+  # The names come from ctest (its label filter); their executables from the CTest files, since
+  # ctest names no executable that is not built yet.
   targets=$(ctest --test-dir build-asan -N -L "$asan_labels" -LE fuzz --show-only=json-v1 |
     python3 -c '
-import json, os, sys
-tests = os.path.realpath(sys.argv[1])
-for test in json.load(sys.stdin)["tests"]:
-    command = test.get("command") or [""]
-    if os.path.dirname(os.path.realpath(command[0])) == tests:
-        print(os.path.basename(command[0]))' build-asan/tests | sort -u)
+import json, pathlib, re, sys
+tests = pathlib.Path(sys.argv[1]).resolve()
+wanted = {test["name"] for test in json.load(sys.stdin)["tests"]}
+for listing in tests.rglob("CTestTestfile.cmake"):
+    for name, program in re.findall(r"add_test\(\[=\[(.*?)\]=\] \"([^\"]+)\"", listing.read_text()):
+        if name in wanted and pathlib.Path(program).parent == tests:
+            print(pathlib.Path(program).name)' build-asan/tests | sort -u)
+  [[ -n $targets ]] || { echo "test.sh: no test executable found for the ASan suite" >&2; return 1; }
   # shellcheck disable=SC2086 # one target per word
   cmake --build build-asan -j "$(nproc)" --target ddprun-programs $targets
 }
