@@ -32,14 +32,13 @@ class CaptureRun {
   void begin();
   // Kills what still runs and finishes now (`done` with what was captured so far).
   void cancel();
-  bool finished() const { return runner_ == nullptr; }
 
  private:
   void watch();
   void advance();
   void finish();
 
-  std::unique_ptr<StackCaptureRunner> runner_;  // null once finished
+  std::unique_ptr<StackCaptureRunner> runner_;  // null once finished (its completions then return)
   std::unique_ptr<Descriptor> runner_fd_;
   boost::asio::steady_timer deadline_;
   Done done_;
