@@ -34,6 +34,8 @@ EtcdFailure FailoverLog::summary(const std::string& what, std::chrono::milliseco
   bool protocol = false;
   bool tls = false;
   bool unresponsive = false;
+  std::size_t refused = 0;   // no connection, or it broke: the member is down or cut off
+  std::size_t answered = 0;  // connected, and then could not serve
   std::string details;
   for (std::size_t member = 0; member < entries_.size(); ++member) {
     const auto& entry = entries_[member];
@@ -44,9 +46,16 @@ EtcdFailure FailoverLog::summary(const std::string& what, std::chrono::milliseco
     protocol |= entry.trouble == Trouble::kProtocol;
     tls |= entry.trouble == Trouble::kTls;
     unresponsive |= entry.trouble == Trouble::kUnresponsive;
+    refused += entry.trouble == Trouble::kUnreachable ? 1 : 0;
+    answered +=
+        entry.trouble == Trouble::kUnresponsive || entry.trouble == Trouble::kNoLeader ? 1 : 0;
     details +=
         (details.empty() ? "" : "; ") + format_endpoint(endpoints_[member]) + ": " + entry.detail;
   }
+  // A member that has lost its leader either says so or lets the request time out, which one
+  // depends on timing. When most members refuse connections, the cluster cannot hold a quorum
+  // whichever the members that still listen did: the outcome is one, not a race.
+  no_leader |= answered > 0 && 2 * refused > entries_.size();
   EtcdFailure failure;
   std::string headline;
   if (no_leader) {

@@ -1,7 +1,8 @@
 #pragma once
 // What went wrong with each member while one request was tried across the cluster, and the
 // single failure to report once the request gives up: a lost quorum when any member answered
-// that it has no leader, a protocol error when a member talked nonsense, otherwise
+// that it has no leader, or when most members refuse connections and one that listens could not
+// serve (said no leader or timed out), a protocol error when a member talked nonsense, otherwise
 // unreachable or unresponsive, always naming the endpoints.
 
 #include <chrono>
