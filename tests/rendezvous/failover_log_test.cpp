@@ -45,38 +45,37 @@ TEST_CASE("FailoverLog: a member without leader means a lost quorum", "[etcd]") 
   }
 }
 
-TEST_CASE("FailoverLog: most members refused and a listening one could not serve: lost quorum",
-          "[etcd]") {
-  // Whether the survivor said "no leader" or let the request time out, the verdict is one.
-  for (const auto survivor : {Trouble::kUnresponsive, Trouble::kNoLeader}) {
-    const auto failure =
-        verdict(members(3), {Trouble::kUnreachable, Trouble::kUnreachable, survivor});
-    CHECK(failure.kind == KvErrorKind::kRejected);
-    CHECK_THAT(failure.message, Catch::Contains("lost quorum"));
+TEST_CASE("FailoverLog: a lost quorum only where the members' troubles prove it", "[etcd]") {
+  constexpr auto kRefused = Trouble::kUnreachable;
+  constexpr auto kSlow = Trouble::kUnresponsive;
+  struct Case {
+    std::vector<Trouble> troubles;
+    KvErrorKind kind;
+    const char* headline;
+  };
+  const std::vector<Case> cases{
+      // Most members refuse and one that listens could not serve, whether it said "no leader"
+      // or let the request time out: one verdict.
+      {{kRefused, kRefused, kSlow}, KvErrorKind::kRejected, "lost quorum"},
+      {{kRefused, kRefused, Trouble::kNoLeader}, KvErrorKind::kRejected, "lost quorum"},
+      {{kRefused, kRefused, kRefused, kSlow, kSlow}, KvErrorKind::kRejected, "lost quorum"},
+      // A minority refused, the rest slow: no proof. Half is no majority.
+      {{kRefused, kSlow, kSlow},
+       KvErrorKind::kUnresponsive,
+       "no etcd member answered the put in time"},
+      {{kRefused, kRefused, kSlow, kSlow}, KvErrorKind::kUnresponsive, "answered the put in time"},
+      // Every member refused: the client may be the one cut off.
+      {{kRefused, kRefused, kRefused},
+       KvErrorKind::kUnreachable,
+       "no etcd member answered the put,"},
+  };
+  for (const auto& one : cases) {
+    const auto endpoints = members(static_cast<int>(one.troubles.size()));
+    const auto failure = verdict(endpoints, one.troubles);
+    INFO(failure.message);
+    CHECK(failure.kind == one.kind);
+    CHECK_THAT(failure.message, Catch::Contains(one.headline));
   }
-  const auto five =
-      verdict(members(5), {Trouble::kUnreachable, Trouble::kUnreachable, Trouble::kUnreachable,
-                           Trouble::kUnresponsive, Trouble::kUnresponsive});
-  CHECK(five.kind == KvErrorKind::kRejected);
-}
-
-TEST_CASE("FailoverLog: a minority refused and the rest slow is no lost quorum", "[etcd]") {
-  const auto slow =
-      verdict(members(3), {Trouble::kUnreachable, Trouble::kUnresponsive, Trouble::kUnresponsive});
-  CHECK(slow.kind == KvErrorKind::kUnresponsive);
-  CHECK_THAT(slow.message, Catch::Contains("no etcd member answered the put in time"));
-  // Half is no majority.
-  const auto half = verdict(members(4), {Trouble::kUnreachable, Trouble::kUnreachable,
-                                         Trouble::kUnresponsive, Trouble::kUnresponsive});
-  CHECK(half.kind == KvErrorKind::kUnresponsive);
-}
-
-TEST_CASE("FailoverLog: every member refused is unreachable, not a lost quorum", "[etcd]") {
-  // The client may be the one cut off: nothing says the cluster lost anything.
-  const auto failure =
-      verdict(members(3), {Trouble::kUnreachable, Trouble::kUnreachable, Trouble::kUnreachable});
-  CHECK(failure.kind == KvErrorKind::kUnreachable);
-  CHECK_THAT(failure.message, Catch::Contains("no etcd member answered the put,"));
 }
 
 TEST_CASE("FailoverLog: malformed replies and TLS failures say so", "[etcd]") {
