@@ -2,9 +2,11 @@
 // Small text helpers every component shares.
 
 #include <cctype>
+#include <charconv>
 #include <cstddef>
 #include <optional>
 #include <string_view>
+#include <system_error>
 
 namespace ddprun::common {
 
@@ -16,6 +18,18 @@ inline std::string_view trim(std::string_view text) {
   while (!text.empty() && blank(text.back()))
     text.remove_suffix(1);
   return text;
+}
+
+// The whole text as a decimal Integer; nothing for an empty text, any character that does not
+// belong, or a value out of Integer's range.
+template <typename Integer>
+std::optional<Integer> parse_integer(std::string_view text) {
+  Integer value{};
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc() || end != text.data() + text.size() || text.empty()) {
+    return std::nullopt;
+  }
+  return value;
 }
 
 // Walks a text line by line: '\n' ends a line, the last one may lack it.

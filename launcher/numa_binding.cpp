@@ -3,13 +3,13 @@
 #include <sched.h>
 
 #include <algorithm>
-#include <charconv>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <sstream>
 #include <system_error>
 
+#include "common/text.hpp"
 #include "launcher/gpu_visibility.hpp"
 #include "launcher/text.hpp"
 #include "launcher/usage_error.hpp"
@@ -36,17 +36,9 @@ std::optional<std::string> read_small_file(const fs::path& path) {
   return text;
 }
 
-std::optional<int> to_int(std::string_view text) {
-  int value = 0;
-  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (error != std::errc() || end != text.data() + text.size())
-    return std::nullopt;
-  return value;
-}
-
 std::optional<int> read_int(const fs::path& path) {
   const auto text = read_small_file(path);
-  return text ? to_int(*text) : std::nullopt;
+  return text ? common::parse_integer<int>(*text) : std::nullopt;
 }
 
 std::set<int> read_cpu_list(const fs::path& path) {
@@ -105,7 +97,7 @@ std::set<int> largest_cache_sharers(const fs::path& cpu_dir) {
   for (fs::directory_iterator it(cpu_dir / "cache", error), end; !error && it != end;
        it.increment(error)) {
     const std::string name = it->path().filename().string();
-    if (!name.starts_with("index") || !to_int(std::string_view(name).substr(5)))
+    if (!name.starts_with("index") || !common::parse_integer<int>(std::string_view(name).substr(5)))
       continue;
     const auto type = read_small_file(it->path() / "type");
     if (!type || (*type != "Unified" && *type != "Data"))
@@ -147,7 +139,7 @@ std::vector<std::size_t> visible_gpu_indices(const NumaTopology& topology,
         if (!topology.gpus[i].uuid.empty() && topology.gpus[i].uuid.starts_with(item))
           found = i;
       }
-    } else if (const auto index = to_int(item);
+    } else if (const auto index = common::parse_integer<int>(item);
                index && *index >= 0 && static_cast<std::size_t>(*index) < topology.gpus.size()) {
       found = static_cast<std::size_t>(*index);
     }
@@ -272,8 +264,10 @@ std::optional<std::set<int>> parse_cpu_list(std::string_view text) {
       item.remove_suffix(1);
     if (!item.empty()) {
       const auto dash = item.find('-');
-      const auto first = to_int(item.substr(0, dash));
-      const auto last = dash == std::string_view::npos ? first : to_int(item.substr(dash + 1));
+      const auto first = common::parse_integer<int>(item.substr(0, dash));
+      const auto last = dash == std::string_view::npos
+                            ? first
+                            : common::parse_integer<int>(item.substr(dash + 1));
       if (!first || !last || *first < 0 || *last < *first || *last > kMaxCpuNumber)
         return std::nullopt;
       for (int cpu = *first; cpu <= *last; ++cpu)

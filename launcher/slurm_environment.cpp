@@ -3,9 +3,9 @@
 #include <arpa/inet.h>
 
 #include <algorithm>
-#include <charconv>
 #include <string_view>
 
+#include "common/text.hpp"
 #include "launcher/hostlist.hpp"
 #include "launcher/text.hpp"
 #include "launcher/usage_error.hpp"
@@ -13,18 +13,9 @@
 namespace ddprun::launcher {
 namespace {
 
-std::optional<int> to_int(std::string_view text) {
-  int value = 0;
-  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (error != std::errc() || end != text.data() + text.size() || text.empty()) {
-    return std::nullopt;
-  }
-  return value;
-}
-
 std::optional<int> env_int(const Environment& env, const std::string& name) {
   const auto text = lookup(env, name);
-  return text ? to_int(*text) : std::nullopt;
+  return text ? common::parse_integer<int>(*text) : std::nullopt;
 }
 
 std::optional<std::string> non_empty(const Environment& env, const std::string& name) {
@@ -100,12 +91,12 @@ std::optional<int> max_tasks_per_node(const std::string& tasks_per_node) {
     std::string_view item = rest.substr(0, comma);
     if (const auto paren = item.find('('); paren != std::string_view::npos) {
       if (!item.ends_with(")") || item.substr(paren + 1, 1) != "x" ||
-          !to_int(item.substr(paren + 2, item.size() - paren - 3))) {
+          !common::parse_integer<int>(item.substr(paren + 2, item.size() - paren - 3))) {
         return std::nullopt;
       }
       item = item.substr(0, paren);
     }
-    const auto count = to_int(item);
+    const auto count = common::parse_integer<int>(item);
     if (!count)
       return std::nullopt;
     most = std::max(most, *count);

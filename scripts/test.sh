@@ -11,8 +11,8 @@
 #   4. the packaging label: tests/packaging/pip_install_test.sh builds the pip wheel as a
 #      non-root user and installs it.
 # The Release suite mostly waits (on sockets, timeouts, processes), so the builds of 2 and 3 and
-# the packaging test run beside it at the lowest CPU priority (nice 19): they take the cores
-# only while the tests leave them idle. Each stage prints how long it took.
+# the packaging test run beside it, one after the other, at the lowest CPU priority (nice 19):
+# they take the cores only while the tests leave them idle. Each stage prints how long it took.
 # Usage: scripts/test.sh            (run after scripts/install-deps.sh --tests)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -61,10 +61,12 @@ cuda_build() {
 }
 
 # Beside the Release suite, at nice 19 (they take the cores only while the suites leave them
-# idle): the ASan build; and the packaging test, then the CUDA build. Each writes its log in
-# build/side-stages/ (shown when it fails; the packaging test's always, it is a test) and its
-# time; build/side-stages/failed lists what failed. The ASan suite runs once its build is done,
-# while the packaging test may still run.
+# idle), one after the other: the ASan build, the packaging test, the CUDA build. (Run as two
+# jobs, they shared the idle cores, and the ASan build that the last stage waits for ended
+# later.) Each writes its log in build/side-stages/ (shown when it fails; the packaging test's
+# always, it is a test) and its time; build/side-stages/failed lists what failed. The ASan
+# suite runs once its build is done, while the packaging test may still run: the side chain
+# says so on its standard output, a pipe read here (which ends early if the chain dies).
 mkdir -p build/side-stages
 rm -f build/side-stages/*
 at_lowest_priority() { renice -n 19 -p "$BASHPID" >/dev/null; }
@@ -77,11 +79,16 @@ timed() { # timed NAME COMMAND...: NAME.log, its time, and NAME in `failed` if i
 }
 asan_labels='unit|integration'
 asan_build() {
-  # -O1: AddressSanitizer's own advice (usable stacks, quick builds).
+  # -O1: AddressSanitizer's own advice (usable stacks, quick builds). -g1: line tables only,
+  # enough for file:line in every frame of a report, and a fifth less compile time than -g.
+  # A unity build (several sources per compiler run, so Asio's headers are compiled once per
+  # batch, not once per file): the Release build, one file per run, still checks that each
+  # file includes what it uses, and this one that no two files in a batch define one name.
   local generator=()
   command -v ninja >/dev/null && generator=(-G Ninja)
   cmake -S . -B build-asan "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBUILD_TESTING=ON \
-    -DDDPRUN_SANITIZE=ON -DDDPRUN_WITH_TORCH=OFF -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g -DNDEBUG"
+    -DDDPRUN_SANITIZE=ON -DDDPRUN_WITH_TORCH=OFF -DCMAKE_UNITY_BUILD=ON \
+    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG"
   # Only what the ASan suite runs: the programs and the executables of its tests (the slurm,
   # interop and model tests are not run there).
   local targets
@@ -116,17 +123,21 @@ side_stage_failed() { # side_stage_failed NAME...: shows the log of each that fa
   done
   return $failed
 }
-(at_lowest_priority && timed asan-build asan_build) &
-asan_pid=$!
-(at_lowest_priority && timed packaging packaging_test &&
-  if [[ $cuda_stage != 0 ]]; then timed cuda-build cuda_build; fi) &
-others_pid=$!
+side_chain() {
+  at_lowest_priority
+  timed asan-build asan_build
+  echo built
+  timed packaging packaging_test
+  if [[ $cuda_stage != 0 ]]; then timed cuda-build cuda_build; fi
+}
+exec 3< <(side_chain)
+side_chain_pid=$!
 
 suite_status=0
 isolated ctest --test-dir build --output-on-failure -j 2 --timeout 900 -LE packaging ||
   suite_status=$?
 stage_done "the Release suite"
-wait "$asan_pid"
+read -r -u 3 _ || { echo "test.sh: the side chain ended before its ASan build" >&2; exit 1; }
 stage_done "waiting for the ASan build"
 asan_status=0
 if ((suite_status == 0)) && ! grep -qx asan-build build/side-stages/failed 2>/dev/null; then
@@ -135,7 +146,7 @@ if ((suite_status == 0)) && ! grep -qx asan-build build/side-stages/failed 2>/de
     --timeout 900 || asan_status=$?
   stage_done "the ASan suite"
 fi
-wait "$others_pid"
+wait "$side_chain_pid"
 stage_done "waiting for the packaging test and the CUDA build"
 cat build/side-stages/times || true
 ((suite_status == 0)) || { echo "test.sh: the Release suite failed" >&2; exit "$suite_status"; }

@@ -3,6 +3,7 @@
 // client: generation-independent command names, the per-generation opcode numbers, reply
 // codes and the G2 handshake magic. See shared/reference/tcpstore_protocol.md §3.
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string_view>
@@ -46,6 +47,9 @@ std::optional<Command> command_for_opcode(WireGeneration generation, std::uint8_
 std::optional<std::uint8_t> opcode_for_command(WireGeneration generation, Command command);
 std::string_view command_name(Command command);
 std::string_view generation_name(WireGeneration generation);
+
+// Every key, value and count on the wire is preceded by its length as a little-endian u64.
+inline constexpr std::size_t kLengthFieldBytes = 8;
 
 // The first message of every G2 connection: opcode 0 then this u32 (bytes 00 CE F7 85 3C).
 inline constexpr std::uint32_t kValidationMagic = 0x3C85F7CE;

@@ -14,7 +14,6 @@ using round::KvErrorKind;
 
 // Bytes asked of the socket per read; replies are small except MULTI_GET's.
 constexpr std::size_t kReadChunkBytes = 64 * 1024;
-constexpr std::size_t kLengthBytes = 8;
 constexpr std::size_t kIntegerBytes = 8;
 constexpr std::size_t kEchoBytes = 4;
 
@@ -415,7 +414,7 @@ bool StoreKvConnection::parse_value(Entry& entry, std::string& value, std::strin
                                     Parse& status) {
   const auto* bytes = reinterpret_cast<const unsigned char*>(input_.data() + consumed_);
   const std::size_t size = available();
-  if (size < kLengthBytes) {
+  if (size < store::kLengthFieldBytes) {
     status = Parse::need_more;
     return false;
   }
@@ -428,12 +427,13 @@ bool StoreKvConnection::parse_value(Entry& entry, std::string& value, std::strin
     status = Parse::violation;
     return false;
   }
-  if (size - kLengthBytes < length) {
+  if (size - store::kLengthFieldBytes < length) {
     status = Parse::need_more;
     return false;
   }
-  value.assign(input_.data() + consumed_ + kLengthBytes, static_cast<std::size_t>(length));
-  consumed_ += kLengthBytes + static_cast<std::size_t>(length);
+  value.assign(input_.data() + consumed_ + store::kLengthFieldBytes,
+               static_cast<std::size_t>(length));
+  consumed_ += store::kLengthFieldBytes + static_cast<std::size_t>(length);
   entry.reply_bytes += static_cast<std::size_t>(length);
   status = Parse::complete;
   return true;

@@ -3,6 +3,7 @@
 #include <stdexcept>
 
 #include "rendezvous/store/wire_codec.hpp"
+#include "rendezvous/store/wire_protocol.hpp"
 
 namespace ddprun::rendezvous::backends {
 namespace {
@@ -10,20 +11,19 @@ namespace {
 using store::Command;
 
 constexpr std::size_t kOpcodeBytes = 1;
-constexpr std::size_t kLengthBytes = 8;
 
 std::string keyed(uint8_t opcode, std::string_view key, std::size_t extra_bytes) {
   std::string request;
-  request.reserve(kOpcodeBytes + kLengthBytes + key.size() + extra_bytes);
+  request.reserve(kOpcodeBytes + store::kLengthFieldBytes + key.size() + extra_bytes);
   wire::append_u8(request, opcode);
   wire::append_bytes(request, key);
   return request;
 }
 
 std::string keys_request(uint8_t opcode, const std::vector<std::string>& keys) {
-  std::size_t size = kOpcodeBytes + kLengthBytes;
+  std::size_t size = kOpcodeBytes + store::kLengthFieldBytes;
   for (const auto& key : keys) {
-    size += kLengthBytes + key.size();
+    size += store::kLengthFieldBytes + key.size();
   }
   std::string request;
   request.reserve(size);
@@ -48,7 +48,7 @@ uint8_t StoreKvRequests::opcode(Command command) const {
 }
 
 std::string StoreKvRequests::set(std::string_view key, std::string_view value) const {
-  auto request = keyed(opcode(Command::set), key, kLengthBytes + value.size());
+  auto request = keyed(opcode(Command::set), key, store::kLengthFieldBytes + value.size());
   wire::append_bytes(request, value);
   return request;
 }
@@ -65,15 +65,15 @@ std::string StoreKvRequests::add(std::string_view key, int64_t delta) const {
 
 std::string StoreKvRequests::compare_set(std::string_view key, std::string_view expected,
                                          std::string_view desired) const {
-  auto request =
-      keyed(opcode(Command::compare_set), key, 2 * kLengthBytes + expected.size() + desired.size());
+  auto request = keyed(opcode(Command::compare_set), key,
+                       2 * store::kLengthFieldBytes + expected.size() + desired.size());
   wire::append_bytes(request, expected);
   wire::append_bytes(request, desired);
   return request;
 }
 
 std::string StoreKvRequests::append(std::string_view key, std::string_view value) const {
-  auto request = keyed(opcode(Command::append), key, kLengthBytes + value.size());
+  auto request = keyed(opcode(Command::append), key, store::kLengthFieldBytes + value.size());
   wire::append_bytes(request, value);
   return request;
 }
