@@ -49,7 +49,7 @@ class TemporaryFile {
     }
   }
 
-  void commit(const std::string& target) {
+  void commit(const std::string& target, const std::function<void()>& before_replace) {
     if (::fsync(fd_) != 0) {
       throw io_error("cannot fsync", path_);
     }
@@ -58,6 +58,9 @@ class TemporaryFile {
       throw io_error("cannot close", path_);
     }
     fd_ = -1;
+    if (before_replace) {
+      before_replace();
+    }
     if (::rename(path_.c_str(), target.c_str()) != 0) {
       throw io_error("cannot rename onto", target);
     }
@@ -86,10 +89,11 @@ void fsync_directory(const std::string& path) {
 }  // namespace
 
 void write_file_atomically(const std::string& path,
-                           const std::function<void(const ChunkWriter&)>& produce) {
+                           const std::function<void(const ChunkWriter&)>& produce,
+                           const std::function<void()>& before_replace) {
   TemporaryFile temporary(path + ".tmp." + std::to_string(::getpid()));
   produce([&](const char* data, size_t size) { temporary.write(data, size); });
-  temporary.commit(path);
+  temporary.commit(path, before_replace);
   fsync_directory(path);
 }
 

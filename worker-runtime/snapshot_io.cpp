@@ -199,7 +199,8 @@ class ArchiveReader {
 }  // namespace
 
 void write_snapshot_file(const std::string& path, const c10::IValue& content,
-                         std::string_view resume_record) {
+                         std::string_view resume_record,
+                         const std::function<void()>& before_replace) {
   std::vector<char> pickle_bytes;
   torch::jit::Pickler pickler(
       [&](const char* data, size_t size) {
@@ -210,16 +211,19 @@ void write_snapshot_file(const std::string& path, const c10::IValue& content,
   pickler.protocol();
   pickler.pushIValue(content);
   pickler.stop();
-  write_file_atomically(path, [&](const ChunkWriter& write) {
-    caffe2::serialize::PyTorchStreamWriter zip([&](const void* data, size_t size) {
-      write(static_cast<const char*>(data), size);
-      return size;
-    });
-    torch::jit::writeArchiveAndTensors("data", pickle_bytes.data(), pickle_bytes.size(),
-                                       pickler.tensorData(), zip);
-    zip.writeRecord(std::string(kResumeRecordName), resume_record.data(), resume_record.size());
-    zip.writeEndOfFile();
-  });
+  write_file_atomically(
+      path,
+      [&](const ChunkWriter& write) {
+        caffe2::serialize::PyTorchStreamWriter zip([&](const void* data, size_t size) {
+          write(static_cast<const char*>(data), size);
+          return size;
+        });
+        torch::jit::writeArchiveAndTensors("data", pickle_bytes.data(), pickle_bytes.size(),
+                                           pickler.tensorData(), zip);
+        zip.writeRecord(std::string(kResumeRecordName), resume_record.data(), resume_record.size());
+        zip.writeEndOfFile();
+      },
+      before_replace);
 }
 
 SnapshotFile read_snapshot_file(const std::string& path) {

@@ -13,6 +13,7 @@
 // pickle that is not a state dict, ...).
 #include <torch/torch.h>
 
+#include <functional>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -32,9 +33,10 @@ struct SnapshotFile {
 };
 
 // Atomically replaces `path` (temporary file, fsync, rename, folder fsync) with `content` and
-// the resume record.
+// the resume record; `before_replace` as in write_file_atomically (atomic_file.hpp).
 void write_snapshot_file(const std::string& path, const c10::IValue& content,
-                         std::string_view resume_record);
+                         std::string_view resume_record,
+                         const std::function<void()>& before_replace = {});
 
 // Reads a torch.save zip archive onto the CPU.
 SnapshotFile read_snapshot_file(const std::string& path);

@@ -34,8 +34,10 @@ void* state_key(const torch::Tensor& parameter) {
   return parameter.unsafeGetTensorImpl();
 }
 
+// Always a copy, on the CPU too: the snapshot is written beside the training, which goes on
+// changing the live tensors (snapshot_writer.hpp).
 torch::Tensor to_cpu(const torch::Tensor& t) {
-  return t.detach().to(torch::kCPU);
+  return t.detach().to(torch::kCPU, /*non_blocking=*/false, /*copy=*/true);
 }
 
 // "n_layer=2, n_head=4, ..." for the dimensions a snapshot reveals (n_head = 0: unknown).

@@ -54,7 +54,7 @@ T read_scalar(const YAML::Node& node, const std::string& key) {
 using Setter = std::function<void(TrainConfig&, const YAML::Node&, const std::string&)>;
 
 template <typename T, typename Section>
-Setter field(Section TrainConfig::*section, T Section::*member) {
+Setter field(Section TrainConfig::* section, T Section::* member) {
   return [section, member](TrainConfig& config, const YAML::Node& node, const std::string& key) {
     (config.*section).*member = read_scalar<T>(node, key);
   };
@@ -104,7 +104,10 @@ const std::map<std::string, std::map<std::string, Setter>>& key_table() {
         {"metrics_path", field(&TrainConfig::trainer, &TrainerConfig::metrics_path)},
         {"precision", set_precision},
         {"sample_tokens", field(&TrainConfig::trainer, &TrainerConfig::sample_tokens)},
-        {"sample_every", field(&TrainConfig::trainer, &TrainerConfig::sample_every)}}},
+        {"sample_every", field(&TrainConfig::trainer, &TrainerConfig::sample_every)},
+        {"save_every_steps", field(&TrainConfig::trainer, &TrainerConfig::save_every_steps)},
+        {"save_every_seconds", field(&TrainConfig::trainer, &TrainerConfig::save_every_seconds)},
+        {"keep_snapshots", field(&TrainConfig::trainer, &TrainerConfig::keep_snapshots)}}},
       {"optimizer_config",
        {{"weight_decay", field(&TrainConfig::optimizer, &OptimizerConfig::weight_decay)},
         {"learning_rate", field(&TrainConfig::optimizer, &OptimizerConfig::learning_rate)}}},
@@ -267,6 +270,11 @@ void validate(const TrainConfig& config) {
   require(t.sample_tokens >= 0 && t.sample_tokens <= 100000,
           "trainer_config.sample_tokens must be between 0 and 100000");
   require(t.sample_every >= 0, "trainer_config.sample_every must be >= 0");
+  require(t.save_every_steps >= 0, "trainer_config.save_every_steps must be >= 0 (0: off)");
+  require(t.save_every_seconds >= 0.0 && t.save_every_seconds <= 1e9,
+          "trainer_config.save_every_seconds must be between 0 (off) and 1e9");
+  require(t.keep_snapshots >= 1 && t.keep_snapshots <= 1000,
+          "trainer_config.keep_snapshots must be between 1 and 1000");
   require(o.learning_rate > 0.0 && o.learning_rate < 10.0,
           "optimizer_config.learning_rate must be in (0, 10)");
   require(o.weight_decay >= 0.0 && o.weight_decay < 10.0,

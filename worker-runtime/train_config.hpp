@@ -38,7 +38,7 @@ struct TrainerConfig {
   int64_t data_loader_workers = 0;  // accepted for compatibility; batches are built in-process
   double grad_norm_clip = 1.0;
   std::string snapshot_path = "snapshot.pt";
-  int64_t save_every = 1;
+  int64_t save_every = 1;  // epochs, as in minGPT-ddp
   // minGPT-ddp's switch for mixed precision; precision=auto turns it into bf16 or fp16
   // (precision.hpp decides per device), any other precision overrides it.
   bool use_amp = false;
@@ -51,6 +51,11 @@ struct TrainerConfig {
   Precision precision = Precision::kAuto;
   int64_t sample_tokens = 200;  // rank 0 prints a sample this long after the last epoch; 0: none
   int64_t sample_every = 0;     // and every this many epochs; 0: only after the last
+  // Snapshots inside an epoch, written in the background (snapshot_writer.hpp): every this many
+  // steps, and/or every this many seconds; 0: off. save_every's epoch snapshots stay.
+  int64_t save_every_steps = 0;
+  double save_every_seconds = 0.0;
+  int64_t keep_snapshots = 2;  // the newest and keep_snapshots - 1 older (snapshot_generations)
 };
 
 struct OptimizerConfig {

@@ -2,7 +2,6 @@
 
 #include <chrono>
 #include <cmath>
-#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <sstream>
@@ -20,6 +19,7 @@
 #include "progress_heartbeat.hpp"
 #include "progress_report.hpp"
 #include "snapshot_io.hpp"
+#include "snapshot_keeper.hpp"
 #include "snapshot_state.hpp"
 
 namespace ddprun::train {
@@ -190,7 +190,11 @@ class Trainer {
   Vote vote(const torch::Tensor& last_loss);
   // Returns the (eval loss sum, eval tokens, train loss sum) of all ranks.
   std::vector<double> evaluate(const torch::Tensor& train_loss_sum);
-  void save_snapshot(const TrainingPosition& at);
+  // Rank 0 takes a snapshot (SnapshotKeeper); kLast also keeps every rank until it is written.
+  void save_snapshot(const TrainingPosition& at, SnapshotKeeper::Kind kind);
+  bool epoch_snapshot_due(int64_t epoch) const;
+  // After each step: a snapshot inside the epoch when save_every_steps/seconds says so.
+  void after_step(int64_t epoch, int64_t step);
   // Rank 0 prints what the model writes now, so that a run shows what it learned.
   void print_sample(int64_t epoch);
   ProgressSample progress_at(int64_t epoch, int64_t step) const;
@@ -225,6 +229,7 @@ class Trainer {
   double train_seconds_ = 0.0;
   int64_t steps_between_votes_ = 1;
   ProgressHeartbeat heartbeat_ = ProgressHeartbeat::from_environment();  // --watchdog-timeout
+  std::optional<SnapshotKeeper> snapshots_;                              // global rank 0 only
 };
 
 Trainer::Trainer(const TrainerInputs& inputs, std::ostream& out)
@@ -267,6 +272,15 @@ Trainer::Trainer(const TrainerInputs& inputs, std::ostream& out)
   eval_steps_ = batches_per_epoch(test_per_rank, trainer_.batch_size, trainer_.eval_batches);
   test_positions_ = rank_positions(identity_order(split_.test.size()), world_, rank_);
   tokens_per_step_ = trainer_.batch_size * shape_.block_size * world_;
+  if (rank_ == 0) {
+    snapshots_.emplace(
+        trainer_,
+        [this](const TrainingPosition& at) {
+          return make_snapshot(*model_, *optimizer_, groups_, at);
+        },
+        [this](const std::string& line) { say(line); },
+        [this](const std::string& line) { metrics_.write(line); });
+  }
 }
 
 void Trainer::say(const std::string& line) const {
@@ -276,11 +290,16 @@ void Trainer::say(const std::string& line) const {
 }
 
 void Trainer::load_snapshot() {
-  const auto& path = trainer_.snapshot_path;
-  if (std::filesystem::exists(path)) {
-    const auto load_start = Clock::now();
-    const auto restored =
-        restore_snapshot(read_snapshot_file(path), path, *model_, *optimizer_, groups_);
+  const auto load_start = Clock::now();
+  const auto resumed = restore_newest_usable(
+      trainer_.snapshot_path,
+      [this](const SnapshotFile& file, const std::string& path) {
+        return restore_snapshot(file, path, *model_, *optimizer_, groups_);
+      },
+      [this](const std::string& line) { say(line); });
+  if (resumed) {
+    const auto& path = resumed->path;
+    const auto& restored = resumed->restored;
     position_.finished_epoch = restored.position.finished_epoch;
     position_.steps_into_epoch = restored.position.steps_into_epoch;
     if (restored.position.steps_into_epoch > 0 && restored.position.world_size != world_) {
@@ -437,6 +456,7 @@ std::optional<TrainOutcome> Trainer::run_epoch(int64_t epoch) {
     ++steps_done_;
     ++window_steps;
     ++steps_since_vote;
+    after_step(epoch, step);
     const bool log_due = (step + 1) % trainer_.log_every == 0 || step + 1 == steps_per_epoch_;
     if (!log_due && steps_since_vote < steps_between_votes_) {
       continue;
@@ -468,7 +488,7 @@ std::optional<TrainOutcome> Trainer::run_epoch(int64_t epoch) {
       at.steps_into_epoch = step + 1;
       say("preempted: stopping after epoch " + std::to_string(epoch) + " step " +
           std::to_string(step + 1));
-      save_snapshot(at);
+      save_snapshot(at, SnapshotKeeper::Kind::kLast);
       return TrainOutcome::kStopped;
     }
   }
@@ -498,11 +518,12 @@ void Trainer::finish_epoch(int64_t epoch, const torch::Tensor& train_loss_sum,
     print_sample(epoch);
   }
 
-  if (epoch % trainer_.save_every == 0 || epoch == trainer_.max_epochs) {
+  if (epoch_snapshot_due(epoch)) {
     TrainingPosition at = position_;
     at.finished_epoch = epoch;
     at.steps_into_epoch = 0;
-    save_snapshot(at);
+    save_snapshot(at, epoch == trainer_.max_epochs ? SnapshotKeeper::Kind::kLast
+                                                   : SnapshotKeeper::Kind::kEpoch);
   }
 }
 
@@ -529,22 +550,38 @@ std::vector<double> Trainer::evaluate(const torch::Tensor& train_loss_sum) {
   return {sums[0], sums[1], sums[2]};
 }
 
-void Trainer::save_snapshot(const TrainingPosition& at) {
-  if (rank_ == 0) {
-    const auto start = Clock::now();
-    const auto parts = make_snapshot(*model_, *optimizer_, groups_, at);
-    write_snapshot_file(trainer_.snapshot_path, parts.content, parts.resume_record);
-    const double took = seconds_since(start);
-    say("snapshot: wrote " + trainer_.snapshot_path + " (finished epoch " +
-        std::to_string(at.finished_epoch) +
-        (at.steps_into_epoch > 0
-             ? ", " + std::to_string(at.steps_into_epoch) + " steps into the next"
-             : std::string()) +
-        ") in " + std::to_string(took) + " s");
-    metrics_.write(snapshot_json_line(at.finished_epoch, at.steps_into_epoch, took));
+void Trainer::save_snapshot(const TrainingPosition& at, SnapshotKeeper::Kind kind) {
+  if (snapshots_) {
+    snapshots_->take(at, kind);
   }
-  // Keep the ranks together so none exits (or races ahead) before the file is whole.
-  collectives_.barrier();
+  if (kind == SnapshotKeeper::Kind::kLast) {
+    // Keep the ranks together so none exits (or races ahead) before the file is whole.
+    collectives_.barrier();
+  }
+}
+
+bool Trainer::epoch_snapshot_due(int64_t epoch) const {
+  return epoch % trainer_.save_every == 0 || epoch == trainer_.max_epochs;
+}
+
+void Trainer::after_step(int64_t epoch, int64_t step) {
+  if (!snapshots_) {
+    return;
+  }
+  snapshots_->report_finished();
+  // Not after an epoch's last step: the evaluation comes first (and the epoch's own snapshot
+  // when save_every says so); a snapshot between them would resume to an epoch without steps.
+  if (step + 1 == steps_per_epoch_) {
+    return;
+  }
+  const int64_t global_step = (epoch - 1) * steps_per_epoch_ + step + 1;
+  if (!step_snapshot_due(snapshots_->cadence(), global_step, snapshots_->seconds_since_last())) {
+    return;
+  }
+  TrainingPosition at = position_;
+  at.finished_epoch = epoch - 1;
+  at.steps_into_epoch = step + 1;
+  snapshots_->take(at, SnapshotKeeper::Kind::kStep);
 }
 
 void Trainer::print_sample(int64_t epoch) {

@@ -74,6 +74,7 @@ class ChildProcess {
   }
 
   void signal(int signo) { ::kill(pid_, signo); }
+  pid_t pid() const { return pid_; }
 
   // Reads output until `text` appears; false on EOF or deadline.
   bool wait_for_output(const std::string& text, std::chrono::milliseconds timeout) {

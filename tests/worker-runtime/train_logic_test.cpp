@@ -3,10 +3,12 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <numeric>
+#include <set>
 
 #include "atomic_file.hpp"
 #include "bucket_plan.hpp"
@@ -17,6 +19,8 @@
 #include "progress_report.hpp"
 #include "resume_record.hpp"
 #include "run_environment.hpp"
+#include "snapshot_cadence.hpp"
+#include "snapshot_generations.hpp"
 #include "train_config.hpp"
 #include "zip_directory.hpp"
 
@@ -267,6 +271,65 @@ TEST_CASE("atomic replacement leaves the old file whole when the writer fails", 
   // No temporary file is left behind.
   CHECK(std::distance(std::filesystem::directory_iterator(dir), {}) == 1);
   std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("snapshot generations: older ones move up, the newest stays whole, only ours go",
+          "[snapshot]") {
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("ddprun-generations-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const auto path = (dir / "snapshot.pt").string();
+  const auto content = [](const std::string& file) {
+    std::ifstream in(file);
+    std::string text;
+    std::getline(in, text);
+    return text;
+  };
+  const auto names = [&] {
+    std::set<std::string> found;
+    for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+      found.insert(entry.path().filename().string());
+    }
+    return found;
+  };
+  for (const char* name : {"snapshot.pt.01", "snapshot.pt.x", "snapshot.pt.-1", "other.pt.1"}) {
+    std::ofstream(dir / name) << "not ours";
+  }
+  std::ofstream(dir / "snapshot.pt.tmp.12345") << "a dead writer's";
+  std::ofstream(dir / "snapshot.pt.tmp.x") << "not ours";
+  remove_stale_temporaries(path);
+  CHECK_FALSE(std::filesystem::exists(dir / "snapshot.pt.tmp.12345"));
+  CHECK(std::filesystem::exists(dir / "snapshot.pt.tmp.x"));
+  CHECK(existing_generations(path).empty());
+
+  // Three writes with keep 3: each new newest pushes the others one older.
+  for (const char* text : {"first", "second", "third", "fourth"}) {
+    age_generations(path, 3);
+    write_file_atomically(path, [&](const ChunkWriter& w) { w(text, std::strlen(text)); });
+  }
+  CHECK(content(path) == "fourth");
+  CHECK(content(generation_path(path, 1)) == "third");
+  CHECK(content(generation_path(path, 2)) == "second");
+  CHECK(existing_generations(path) ==
+        std::vector<std::string>{path, generation_path(path, 1), generation_path(path, 2)});
+  // A generation beyond the kept ones (left by a larger keep) is ours and goes; keep 1: only
+  // the newest stays.
+  std::ofstream(generation_path(path, 7)) << "older";
+  age_generations(path, 1);
+  CHECK(names() == std::set<std::string>{"snapshot.pt", "snapshot.pt.01", "snapshot.pt.x",
+                                         "snapshot.pt.-1", "other.pt.1", "snapshot.pt.tmp.x"});
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("step snapshots come every N global steps and/or every S seconds", "[snapshot]") {
+  CHECK_FALSE(step_snapshot_due({0, 0.0}, 10, 1e6));  // both off
+  CHECK(step_snapshot_due({10, 0.0}, 20, 0.0));
+  CHECK_FALSE(step_snapshot_due({10, 0.0}, 21, 1e6));
+  CHECK(step_snapshot_due({0, 30.0}, 7, 30.0));
+  CHECK_FALSE(step_snapshot_due({0, 30.0}, 7, 29.9));
+  CHECK(step_snapshot_due({10, 30.0}, 7, 31.0));  // whichever comes first
+  CHECK(step_snapshot_due({10, 30.0}, 30, 0.1));
 }
 
 TEST_CASE("the resume record round-trips and refuses what is not one", "[snapshot]") {

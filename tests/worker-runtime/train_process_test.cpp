@@ -2,6 +2,7 @@
 // killed half-way, bad configurations and snapshots, and what a configuration file means. Ranks
 // are started with the torchrun environment; the store is hosted here, as ddprun's agent does.
 #include <ATen/cpu/Utils.h>
+#include <poll.h>
 #include <sys/inotify.h>
 #include <unistd.h>
 
@@ -9,9 +10,11 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <set>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "child_process.hpp"
+#include "resume_record.hpp"
 #include "snapshot_io.hpp"
 #include "temp_dir.hpp"
 
@@ -124,6 +127,74 @@ double learning_rate(const std::string& path) {
   return at(as_dict(groups[0]), "lr").toDouble();
 }
 
+// Where in training a snapshot was taken (its exact-resume record).
+ddprun::train::TrainingPosition position_of(const std::string& path) {
+  const auto file = ddprun::train::read_snapshot_file(path);
+  REQUIRE(file.resume_record.has_value());
+  return ddprun::train::decode_resume_record(*file.resume_record).position;
+}
+
+// Waits (bounded) until a file whose name starts with `prefix` is created in `folder`.
+bool wait_for_created(int inotify_fd, const std::string& prefix,
+                      std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  alignas(inotify_event) char buffer[4096];
+  while (std::chrono::steady_clock::now() < deadline) {
+    pollfd ready{inotify_fd, POLLIN, 0};
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (::poll(&ready, 1, static_cast<int>(std::max<int64_t>(left.count(), 0))) <= 0) {
+      return false;
+    }
+    const ssize_t n = ::read(inotify_fd, buffer, sizeof buffer);
+    for (ssize_t offset = 0; offset < n;) {
+      const auto* event = reinterpret_cast<const inotify_event*>(buffer + offset);
+      if (event->len > 0 && std::string(event->name).starts_with(prefix)) {
+        return true;
+      }
+      offset += static_cast<ssize_t>(sizeof(inotify_event) + event->len);
+    }
+  }
+  return false;
+}
+
+// Runs the 2-rank job to its end in `dir` (attempt 0): the reference an interrupted run must match.
+void run_straight(const std::vector<std::string>& args, const TempDir& dir, int64_t store_port) {
+  auto ranks = start_ranks(args, dir, store_port, 0);
+  expect_exit(ranks, 0);
+}
+
+// Starts the 2-rank job (attempt 1) and, once rank 0 printed `when`, sends every rank `signo`;
+// they must exit with `code`. Returns rank 0's output.
+std::string interrupt(const std::vector<std::string>& args, const TempDir& dir, int64_t store_port,
+                      const std::string& when, int signo, int code) {
+  auto ranks = start_ranks(args, dir, store_port, 1);
+  REQUIRE(ranks[0]->wait_for_output(when, 120s));
+  for (auto& rank : ranks) {
+    rank->signal(signo);
+  }
+  expect_exit(ranks, code);
+  return ranks[0]->output();
+}
+
+// Restarts an interrupted 2-rank job (the agent's restart `attempt`), waits for rank 0's resume
+// line, and checks that it ends bit-identical to the uninterrupted run in `straight`.
+void resume_to_the_end(const std::vector<std::string>& args, const TempDir& interrupted,
+                       const TempDir& straight, int64_t store_port, int attempt,
+                       const std::string& resume_line) {
+  auto ranks = start_ranks(args, interrupted, store_port, attempt);
+  REQUIRE(ranks[0]->wait_for_output(resume_line, 120s));
+  expect_exit(ranks, 0);
+  expect_identical_snapshots(straight.file("snapshot.pt"), interrupted.file("snapshot.pt"));
+}
+
+// A model wide enough that its snapshot (about 40 MB) takes a while to write and fsync.
+std::vector<std::string> wide_args(std::vector<std::string> extra) {
+  extra.insert(extra.begin(), {"gpt_config.n_layer=4", "gpt_config.n_embd=256",
+                               "trainer_config.batch_size=2", "trainer_config.eval_batches=1"});
+  return tiny_args(extra);
+}
+
 }  // namespace
 
 TEST_CASE("a job killed with SIGKILL resumes from its snapshot to bit-identical weights",
@@ -134,26 +205,12 @@ TEST_CASE("a job killed with SIGKILL resumes from its snapshot to bit-identical 
   // hosting the store is covered under torchrun in train_python_test.
   auto store = host_store();
   TempDir straight("straight");
-  {
-    auto ranks = start_ranks(args, straight, store->getPort(), 0);
-    expect_exit(ranks, 0);
-  }
+  run_straight(args, straight, store->getPort());
   TempDir killed("killed");
-  {
-    auto ranks = start_ranks(args, killed, store->getPort(), 1);
-    REQUIRE(ranks[0]->wait_for_output("snapshot: wrote snapshot.pt (finished epoch 1)", 120s));
-    for (auto& rank : ranks) {
-      rank->signal(SIGKILL);
-    }
-    expect_exit(ranks, 128 + SIGKILL);
-  }
+  interrupt(args, killed, store->getPort(), "snapshot: wrote snapshot.pt (finished epoch 1)",
+            SIGKILL, 128 + SIGKILL);
   CHECK(finished_epoch(killed.file("snapshot.pt")) >= 1);
-  {
-    auto ranks = start_ranks(args, killed, store->getPort(), 2);  // the agent's restart
-    REQUIRE(ranks[0]->wait_for_output("resumed from snapshot.pt", 120s));
-    expect_exit(ranks, 0);
-  }
-  expect_identical_snapshots(straight.file("snapshot.pt"), killed.file("snapshot.pt"));
+  resume_to_the_end(args, killed, straight, store->getPort(), 2, "resumed from snapshot.pt");
 }
 
 TEST_CASE("SIGTERM: the step finishes, rank 0 snapshots, exit 143, and the resume is exact",
@@ -161,36 +218,19 @@ TEST_CASE("SIGTERM: the step finishes, rank 0 snapshots, exit 143, and the resum
   const auto args = tiny_args({"trainer_config.max_epochs=1", "trainer_config.steps_per_epoch=30"});
   auto store = host_store();
   TempDir straight("term-straight");
-  {
-    auto ranks = start_ranks(args, straight, store->getPort(), 0);
-    expect_exit(ranks, 0);
-  }
+  run_straight(args, straight, store->getPort());
   TempDir stopped("term-stopped");
-  {
-    auto ranks = start_ranks(args, stopped, store->getPort(), 1);
-    REQUIRE(ranks[0]->wait_for_output("iter 3/30", 120s));
-    for (auto& rank : ranks) {
-      rank->signal(SIGTERM);
-    }
-    expect_exit(ranks, 143);
-    CHECK_THAT(ranks[0]->output(), Contains("preempted") && Contains("steps into the next"));
-  }
+  CHECK_THAT(interrupt(args, stopped, store->getPort(), "iter 3/30", SIGTERM, 143),
+             Contains("preempted") && Contains("steps into the next"));
   CHECK(finished_epoch(stopped.file("snapshot.pt")) == 0);
-  {
-    auto ranks = start_ranks(args, stopped, store->getPort(), 2);
-    REQUIRE(ranks[0]->wait_for_output("resumed from snapshot.pt: finished epoch 0", 120s));
-    expect_exit(ranks, 0);
-  }
-  expect_identical_snapshots(straight.file("snapshot.pt"), stopped.file("snapshot.pt"));
+  resume_to_the_end(args, stopped, straight, store->getPort(), 2,
+                    "resumed from snapshot.pt: finished epoch 0");
 }
 
 TEST_CASE("a process killed while writing its snapshot leaves the previous one loadable",
           "[snapshot]") {
   TempDir dir("interrupted");
-  // Wide enough that the snapshot (about 40 MB) takes a while to write and fsync.
-  const auto args = tiny_args({"gpt_config.n_layer=4", "gpt_config.n_embd=256",
-                               "trainer_config.steps_per_epoch=1", "trainer_config.batch_size=2",
-                               "trainer_config.eval_batches=1"});
+  const auto args = wide_args({"trainer_config.steps_per_epoch=1"});
   const std::map<std::string, std::string> env{{"OMP_NUM_THREADS", "1"}};
   {
     auto first = args;
@@ -355,4 +395,132 @@ TEST_CASE(
   REQUIRE(preset_run.wait(120s) == 0);
   CHECK_THAT(preset_run.output(), Contains("75 steps per epoch of 32 per rank"));
   CHECK(learning_rate(dir.file("snapshot.pt")) == Approx(3e-3));
+}
+
+TEST_CASE("step snapshots: a job SIGKILLed mid-epoch resumes from the last one, bit-identical",
+          "[resume][snapshot]") {
+  const auto args = tiny_args({"trainer_config.max_epochs=2", "trainer_config.steps_per_epoch=30",
+                               "trainer_config.save_every_steps=4"});
+  auto store = host_store();
+  TempDir straight("steps-straight");
+  run_straight(args, straight, store->getPort());
+  TempDir killed("steps-killed");
+  interrupt(args, killed, store->getPort(),
+            "snapshot: wrote snapshot.pt (finished epoch 0, 8 steps into the next)", SIGKILL,
+            128 + SIGKILL);
+  const auto at = position_of(killed.file("snapshot.pt"));
+  CHECK(at.finished_epoch == 0);
+  CHECK(at.steps_into_epoch >= 8);
+  CHECK(at.steps_into_epoch % 4 == 0);
+  resume_to_the_end(args, killed, straight, store->getPort(), 2,
+                    "resumed from snapshot.pt: finished epoch 0, " +
+                        std::to_string(at.steps_into_epoch) + " steps into the next");
+}
+
+TEST_CASE("a SIGKILL while a step snapshot is written in the background leaves the last one whole",
+          "[snapshot]") {
+  TempDir dir("background-kill");
+  // A snapshot takes longer to write than a step takes: one is nearly always in flight.
+  const auto args = wide_args({"trainer_config.steps_per_epoch=200", "trainer_config.max_epochs=1",
+                               "trainer_config.save_every_steps=1"});
+  const std::map<std::string, std::string> env{{"OMP_NUM_THREADS", "1"}};
+  const int watch = ::inotify_init1(IN_CLOEXEC);
+  REQUIRE(watch >= 0);
+  REQUIRE(::inotify_add_watch(watch, dir.path.c_str(), IN_CREATE) >= 0);
+  ChildProcess run(args, env, dir.path.string());
+  REQUIRE(run.wait_for_output("snapshot: wrote snapshot.pt", 120s));
+  // Stopped while its temporary file exists, the writer is provably mid-write when it dies.
+  bool killed_mid_write = false;
+  for (int attempt = 0; attempt < 50 && !killed_mid_write; ++attempt) {
+    REQUIRE(wait_for_created(watch, "snapshot.pt.tmp.", 60s));
+    run.signal(SIGSTOP);
+    killed_mid_write =
+        std::filesystem::exists(dir.file("snapshot.pt.tmp." + std::to_string(run.pid())));
+    run.signal(killed_mid_write ? SIGKILL : SIGCONT);
+  }
+  ::close(watch);
+  REQUIRE(killed_mid_write);
+  CHECK(run.wait(60s) == 128 + SIGKILL);
+  const auto at = position_of(dir.file("snapshot.pt"));  // whole: it reads, CRCs and all
+  CHECK(at.steps_into_epoch >= 1);
+
+  ChildProcess again(args, env, dir.path.string());
+  CHECK(again.wait(180s) == 0);
+  INFO(again.output());
+  CHECK_THAT(again.output(),
+             Contains("resumed from snapshot.pt: finished epoch 0, " +
+                      std::to_string(at.steps_into_epoch) + " steps into the next"));
+  // The dead writer's temporary file was cleared away at the start.
+  for (const auto& entry : std::filesystem::directory_iterator(dir.path)) {
+    CHECK_FALSE(entry.path().filename().string().starts_with("snapshot.pt.tmp."));
+  }
+}
+
+TEST_CASE("a damaged newest snapshot falls back to the one before it, with a warning",
+          "[snapshot]") {
+  TempDir dir("fallback");
+  const std::map<std::string, std::string> env{{"OMP_NUM_THREADS", "1"}};
+  const auto epochs = [&](int max_epochs) {
+    return tiny_args({"trainer_config.steps_per_epoch=3",
+                      "trainer_config.max_epochs=" + std::to_string(max_epochs)});
+  };
+  {
+    ChildProcess run(epochs(2), env, dir.path.string());
+    REQUIRE(run.wait(120s) == 0);
+  }
+  REQUIRE(finished_epoch(dir.file("snapshot.pt")) == 2);
+  REQUIRE(finished_epoch(dir.file("snapshot.pt.1")) == 1);  // keep_snapshots defaults to 2
+  const auto cut_short = [&](const std::string& name) {
+    std::filesystem::resize_file(dir.file(name), std::filesystem::file_size(dir.file(name)) / 2);
+  };
+  cut_short("snapshot.pt");
+  {
+    ChildProcess run(epochs(3), env, dir.path.string());
+    CHECK(run.wait(120s) == 0);
+    INFO(run.output());
+    CHECK_THAT(run.output(), Contains("warning: snapshot snapshot.pt: ") &&
+                                 Contains("resuming from the one before it, snapshot.pt.1") &&
+                                 Contains("resumed from snapshot.pt.1: finished epoch 1"));
+  }
+  CHECK(finished_epoch(dir.file("snapshot.pt")) == 3);
+  // None usable: the run stops, naming each file and why.
+  cut_short("snapshot.pt");
+  cut_short("snapshot.pt.1");
+  ChildProcess none(epochs(4), env, dir.path.string());
+  CHECK(none.wait(120s) == 1);
+  CHECK_THAT(none.output(),
+             Contains("no usable snapshot among 2 file(s): snapshot snapshot.pt: ") &&
+                 Contains("; snapshot snapshot.pt.1: "));
+}
+
+TEST_CASE("keep_snapshots keeps the newest K and deletes only its own older files", "[snapshot]") {
+  TempDir dir("keep");
+  for (const char* name :
+       {"snapshot.pt.old", "snapshot.pt.07", "snapshot.pt.1x", "other.pt.1", "notes.txt"}) {
+    std::ofstream(dir.file(name)) << "not ours";
+  }
+  const auto epochs = [&](int max_epochs) {
+    return tiny_args({"trainer_config.steps_per_epoch=2", "trainer_config.keep_snapshots=3",
+                      "trainer_config.max_epochs=" + std::to_string(max_epochs)});
+  };
+  const std::map<std::string, std::string> env{{"OMP_NUM_THREADS", "1"}};
+  {
+    ChildProcess run(epochs(2), env, dir.path.string());
+    REQUIRE(run.wait(120s) == 0);
+  }
+  // A generation left by a run with a larger keep_snapshots is ours: it goes.
+  std::filesystem::copy_file(dir.file("snapshot.pt.1"), dir.file("snapshot.pt.9"));
+  ChildProcess run(epochs(5), env, dir.path.string());
+  REQUIRE(run.wait(120s) == 0);
+  CHECK_THAT(run.output(), Contains("resumed from snapshot.pt: finished epoch 2"));
+  std::set<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(dir.path)) {
+    names.insert(entry.path().filename().string());
+  }
+  CHECK(names == std::set<std::string>{"snapshot.pt", "snapshot.pt.1", "snapshot.pt.2",
+                                       "snapshot.pt.old", "snapshot.pt.07", "snapshot.pt.1x",
+                                       "other.pt.1", "notes.txt"});
+  CHECK(finished_epoch(dir.file("snapshot.pt")) == 5);
+  CHECK(finished_epoch(dir.file("snapshot.pt.1")) == 4);
+  CHECK(finished_epoch(dir.file("snapshot.pt.2")) == 3);
 }
