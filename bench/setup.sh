@@ -28,3 +28,12 @@ venv_program() {
   fi
   echo "$program"
 }
+
+# Sets data to a temporary corpus of $1 characters (the default corpus's generator, run by the
+# venv's Python), deleted when the benchmark exits.
+bench_corpus() {
+  data="$(mktemp --suffix=.txt)"
+  trap 'rm -f "$data"' EXIT
+  "$(venv_program python)" "$root/worker-runtime/data/generate_corpus.py" --chars "$1" \
+    --output "$data"
+}

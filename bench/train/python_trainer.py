@@ -21,26 +21,9 @@ import time
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
-from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "tests", "worker-runtime"))
-from mingpt_model import GPT, create_optimizer  # noqa: E402
-
-
-class CharDataset(Dataset):
-    def __init__(self, text, block):
-        chars = sorted(set(text))
-        index = {c: i for i, c in enumerate(chars)}
-        self.vocab = len(chars)
-        self.data = torch.tensor([index[c] for c in text], dtype=torch.long)
-        self.block = block
-
-    def __len__(self):
-        return len(self.data) - self.block
-
-    def __getitem__(self, i):
-        chunk = self.data[i:i + self.block + 1]
-        return chunk[:-1], chunk[1:]
+from mingpt_model import GPT, char_training_loader, create_optimizer  # noqa: E402
 
 
 def main():
@@ -60,12 +43,7 @@ def main():
     rank, world = dist.get_rank(), dist.get_world_size()
     text = open(path, encoding="utf-8").read()
     text = text[:int(len(text) * 0.05)]
-    dataset = CharDataset(text, block)
-    g = torch.Generator().manual_seed(seed)
-    n_train = int(len(dataset) * 0.9)
-    train, _ = torch.utils.data.random_split(dataset, [n_train, len(dataset) - n_train], g)
-    sampler = DistributedSampler(train, seed=seed)
-    loader = DataLoader(train, batch_size=batch, sampler=sampler, num_workers=0)
+    dataset, sampler, loader = char_training_loader(text, block, batch, seed)
     torch.manual_seed(seed + rank)
     model = GPT(dataset.vocab, block, n_layer, n_head, n_embd).to(device)
     best = args.variant != "example"

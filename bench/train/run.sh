@@ -11,9 +11,7 @@ bench_build ddprun-train
 python=$(venv_program python)
 torchrun=$(venv_program torchrun)
 # Data: the default corpus's generator, at tinyshakespeare's size (1,115,394 characters).
-data="$(mktemp --suffix=.txt)"
-trap 'rm -f "$data"' EXIT
-"$python" "$root/worker-runtime/data/generate_corpus.py" --chars 1115394 --output "$data"
+bench_corpus 1115394
 echo "bench/train: $(uptime)"
 # In a network namespace of its own with only loopback: torchrun --standalone hosts PyTorch's
 # TCPStore, which looks up the name of every peer it accepts (a DNS query), and those queries

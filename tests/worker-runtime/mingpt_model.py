@@ -2,13 +2,16 @@
 the same module names and initialisation, but causal: the example's float mask of ones is added
 to the attention logits and masks nothing, so here the same `mask` buffer is turned into a
 boolean "future" mask. ddprun-train's snapshots load into this module with strict=True; the
-trainer benchmark (bench/train) trains it with DistributedDataParallel.
+trainer benchmarks (bench/train, bench/goodput) train it with DistributedDataParallel, on
+CharDataset below (minGPT-ddp's char_dataset.py: the sorted characters as the vocabulary, a
+sample per starting offset).
 """
 import math
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
 
 class EmbeddingStem(nn.Module):
@@ -111,3 +114,30 @@ def create_optimizer(model, learning_rate=3e-4, weight_decay=0.1, fused=None):
     ]
     extra = {} if fused is None else {"fused": fused}  # PyTorch 1.13's AdamW has no `fused`
     return torch.optim.AdamW(groups, lr=learning_rate, betas=(0.9, 0.95), **extra)
+
+
+class CharDataset(Dataset):
+    def __init__(self, text, block):
+        chars = sorted(set(text))
+        index = {c: i for i, c in enumerate(chars)}
+        self.vocab = len(chars)
+        self.data = torch.tensor([index[c] for c in text], dtype=torch.long)
+        self.block = block
+
+    def __len__(self):
+        return len(self.data) - self.block
+
+    def __getitem__(self, i):
+        chunk = self.data[i:i + self.block + 1]
+        return chunk[:-1], chunk[1:]
+
+
+def char_training_loader(text, block, batch, seed):
+    """The benchmarks' training data: CharDataset over text, a seeded 90 % split, sharded by a
+    DistributedSampler; returns (dataset, sampler, loader)."""
+    dataset = CharDataset(text, block)
+    n_train = int(len(dataset) * 0.9)
+    train, _ = torch.utils.data.random_split(dataset, [n_train, len(dataset) - n_train],
+                                             torch.Generator().manual_seed(seed))
+    sampler = DistributedSampler(train, seed=seed)
+    return dataset, sampler, DataLoader(train, batch_size=batch, sampler=sampler, num_workers=0)
