@@ -23,6 +23,9 @@ import time
 import urllib.request
 import uuid
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from proc_tree import descendants  # noqa: E402
+
 p = argparse.ArgumentParser()
 p.add_argument("--ddprun", required=True)
 p.add_argument("--torchrun", required=True)
@@ -193,25 +196,6 @@ def pids_with_env(key, value):
             except OSError:
                 pass  # gone, or not ours
     return found
-
-
-def descendants(pid):
-    """pid's children, grandchildren, ... as /proc shows them now."""
-    children = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-                children.setdefault(ppid, []).append(int(entry))
-            except (OSError, ValueError, IndexError):
-                pass
-    out, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            out.append(child)
-            todo.append(child)
-    return out
 
 
 def sigkill(pids):

@@ -29,8 +29,8 @@ import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "agent"))
-from bench_agent import descendants  # noqa: E402
+sys.path.insert(0, os.path.join(HERE, ".."))
+from proc_tree import descendants  # noqa: E402
 STEP = re.compile(r"epoch (\d+)/(\d+) \| iter (\d+)/(\d+)")
 DDPRUN_STALL = re.compile(r"the step paid ([0-9.]+) s for the copy")
 REFERENCE_STALL = re.compile(r"snapshot: saved in ([0-9.]+) s")
@@ -92,12 +92,17 @@ def commands(config, args, port, address):
     """The launcher command of one node for a configuration."""
     shape = [args.data, str(args.block), str(args.n_layer), str(args.n_head), str(args.n_embd),
              str(args.batch), str(args.steps), str(args.epochs)]
+    # Both agents could host a loopback endpoint (the first bind wins): node A hosts, pinned.
+    host = "1" if address == "127.0.0.1" else "0"
     nodes = ["--nnodes", "2", "--nproc_per_node", "1", "--rdzv_backend", "c10d",
              "--rdzv_endpoint", f"127.0.0.1:{port}", "--rdzv_id", "goodput",
-             "--max_restarts", "100", "--local_addr", address]
+             "--rdzv_conf", f"is_host={host}", "--max_restarts", "100"]
     if config["launcher"] == "torchrun":
+        # No --local_addr: with one, torchrun 2.13's two agents on one machine wait for each
+        # other's keys forever after the rendezvous (seen here); agent_interop_test runs it so too.
         return [args.torchrun] + nodes + [os.path.join(HERE, "mingpt_trainer.py")] + shape + [
             "1", "snapshot.pt", str(args.seed)]
+    nodes += ["--local_addr", address]
     train = [f"data_config.path={args.data}", "data_config.truncate=1.0",
              f"data_config.block_size={args.block}", f"gpt_config.n_layer={args.n_layer}",
              f"gpt_config.n_head={args.n_head}", f"gpt_config.n_embd={args.n_embd}",
@@ -139,8 +144,14 @@ def run_job(config, args, kill_offsets):
         codes = (node_a.wait(args.timeout), node_b.wait(args.timeout))
         wall = time.monotonic() - start
     if codes != (0, 0):
-        tail = "\n".join(f"{name}: {text}" for _, name, text in lines[-40:])
-        sys.exit(f"bench/goodput: {config['name']} ended with {codes}:\n{tail}")
+        # The job did not survive: say so in the table, keep its output for a look.
+        log = os.path.join(tempfile.gettempdir(), f"goodput-failed-{len(kills)}-{config['launcher']}"
+                           f"-{config['every_steps']}.log")
+        with open(log, "w") as out:
+            out.writelines(f"{stamp:.3f} {name}: {text}\n" for stamp, name, text in lines)
+        print(f"  {config['name']}: the job ended with exit codes {codes} "
+              f"({len(kills)} failure(s)); its output: {log}", flush=True)
+        return None, lines, kills
     return wall, lines, kills
 
 
@@ -195,7 +206,7 @@ def main():
     p.add_argument("--n-head", dest="n_head", type=int, default=4)
     p.add_argument("--n-embd", dest="n_embd", type=int, default=128)
     p.add_argument("--batch", type=int, default=16)
-    p.add_argument("--steps", type=int, default=300, help="steps per epoch")
+    p.add_argument("--steps", type=int, default=500, help="steps per epoch (about a minute here)")
     p.add_argument("--epochs", type=int, default=2)
     p.add_argument("--timeout", type=float, default=1800)
     args = p.parse_args()
@@ -212,44 +223,67 @@ def main():
           f"(n_layer {args.n_layer}, n_embd {args.n_embd}, block {args.block}, batch "
           f"{args.batch}); {args.failures} failure(s) per run, {args.repeats} repeat(s), "
           f"seed {args.seed}", flush=True)
-    rows = []
-    for config in configs:
-        clean_wall, clean_lines, _ = run_job(config, args, [])
-        clean_steps = steps_of(clean_lines, args.steps)
-        step_seconds = median([b[0] - a[0] for a, b in zip(clean_steps, clean_steps[1:])])
-        training = clean_steps[-1][0] - clean_steps[0][0] if clean_steps else clean_wall
-        goodputs, recomputed, downtime, beyond, stalls = [], [], [], [], []
-        for repeat in range(args.repeats):
-            rng = random.Random(args.seed * 1000 + repeat)
-            # Seeded, within the failure-free training time, at least 10 s apart.
-            offsets = sorted(rng.uniform(0.1, 0.9) * training for _ in range(args.failures))
-            for i in range(1, len(offsets)):
-                offsets[i] = max(offsets[i], offsets[i - 1] + 10.0)
-            wall, lines, kills = run_job(config, args, offsets)
-            goodputs.append(clean_wall / wall)
-            r, d, b = per_failure(lines, kills, args.steps)
-            recomputed += r
-            downtime += d
-            beyond += b
-            stalls.append(stall_per_step(lines, args.steps))
-        rows.append((config["name"], clean_wall, median(goodputs), median(recomputed),
-                     median(downtime), median(beyond), median(stalls), step_seconds))
-        print(f"  {config['name']}: failure-free {clean_wall:.1f} s, goodput "
-              f"{median(goodputs):.3f}", flush=True)
+    rows = [measure(config, args) for config in configs]
+    print_table(rows)
+
+
+def measure(config, args):
+    """One configuration: its failure-free run, then the repeats with failures."""
+    clean_wall, clean_lines, _ = run_job(config, args, [])
+    if clean_wall is None:
+        return {"name": config["name"], "failed": f"{1}/{1} failure-free"}
+    clean_steps = steps_of(clean_lines, args.steps)
+    training = clean_steps[-1][0] - clean_steps[0][0] if clean_steps else clean_wall
+    row = {"name": config["name"], "clean": clean_wall, "goodput": [], "recomputed": [],
+           "downtime": [], "beyond": [], "failed": 0,
+           "stall": stall_per_step(clean_lines, args.steps),
+           "step": median([b[0] - a[0] for a, b in zip(clean_steps, clean_steps[1:])])}
+    for repeat in range(args.repeats):
+        rng = random.Random(args.seed * 1000 + repeat)
+        # Seeded, within the failure-free training time, at least 10 s apart.
+        offsets = sorted(rng.uniform(0.1, 0.9) * training for _ in range(args.failures))
+        for i in range(1, len(offsets)):
+            offsets[i] = max(offsets[i], offsets[i - 1] + 10.0)
+        wall, lines, kills = run_job(config, args, offsets)
+        if wall is None:
+            row["failed"] += 1  # a job that never finishes has no goodput: 0
+            row["goodput"].append(0.0)
+            continue
+        row["goodput"].append(clean_wall / wall)
+        recomputed, downtime, beyond = per_failure(lines, kills, args.steps)
+        row["recomputed"] += recomputed
+        row["downtime"] += downtime
+        row["beyond"] += beyond
+    print(f"  {config['name']}: failure-free {clean_wall:.1f} s, goodput "
+          f"{median(row['goodput']):.3f}", flush=True)
+    return row
+
+
+def print_table(rows):
     print()
     print(f"{'configuration':<52} {'clean s':>8} {'goodput':>8} {'recomp.':>8} "
-          f"{'down s':>7} {'>repl s':>8} {'stall ms':>9} {'stall %':>8}")
-    for name, clean, goodput, recomp, down, past, stall, step in rows:
-        share = 100.0 * stall / step if step > 0 else float("nan")
-        print(f"{name:<52} {clean:>8.1f} {goodput:>8.3f} {recomp:>8.1f} {down:>7.2f} "
-              f"{past:>8.2f} {1000 * stall:>9.2f} {share:>7.2f}%")
-    reference = rows[0][2]
-    print(f"\ngoodput ratios to the reference ({reference:.3f}): " +
-          ", ".join(f"{name.split(',')[-1].strip()} {row_goodput / reference:.2f}x"
-                    for name, _, row_goodput, *_ in rows[1:]))
+          f"{'down s':>7} {'>repl s':>8} {'stall ms':>9} {'stall %':>8}  failed")
+    for row in rows:
+        if isinstance(row["failed"], str):
+            print(f"{row['name']:<52} did not finish ({row['failed']})")
+            continue
+        share = 100.0 * row["stall"] / row["step"] if row["step"] > 0 else float("nan")
+        print(f"{row['name']:<52} {row['clean']:>8.1f} {median(row['goodput']):>8.3f} "
+              f"{median(row['recomputed']):>8.1f} {median(row['downtime']):>7.2f} "
+              f"{median(row['beyond']):>8.2f} {1000 * row['stall']:>9.2f} {share:>7.2f}%  "
+              f"{row['failed']}/{len(row['goodput'])}")
+    reference = rows[0]
+    if isinstance(reference["failed"], str) or median(reference["goodput"]) == 0:
+        print("\nthe reference did not finish with failures: no goodput ratio")
+    else:
+        base = median(reference["goodput"])
+        print(f"\ngoodput ratios to the reference ({base:.3f}): " + ", ".join(
+            f"{row['name'].split(',')[-1].strip()} {median(row['goodput']) / base:.2f}x"
+            for row in rows[1:] if not isinstance(row["failed"], str)))
     print("recomp.: steps recomputed per failure; down s: last step before the kill to the "
-          "first after; >repl s: of which after the replacement started; stall: per step, "
-          "and as a share of the median failure-free step")
+          "first after; >repl s: of which after the replacement started; stall: what snapshots "
+          "cost the failure-free run per step, and as a share of its median step; failed: runs "
+          "with failures that did not finish (goodput 0)")
 
 
 if __name__ == "__main__":
