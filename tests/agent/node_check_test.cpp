@@ -87,10 +87,11 @@ TEST_CASE("a node that fails its --health-check does not join; the others form t
   CHECK(formed[0]["world_size"] == 4);
   CHECK(events_named(dir / "events-2", "node_check_passed").size() == 1);
 
-  // C reports and retries: two failures, a second after the interval.
+  // C reports and retries: two failures, a second after the interval. The agent prints each
+  // before it records the event, so waiting for the events waits for both.
   REQUIRE(wait_for_file(
-      dir / "agent-4",
-      [](const std::string& text) { return count_of(text, "node check failed on") >= 2; }, 30s));
+      dir / "events-4",
+      [](const std::string& text) { return count_of(text, "node_check_failed") >= 2; }, 30s));
   const std::string c_output = c.output();
   CHECK(c_output.find("ddprun: node check failed on 127.0.0.4: health check command: exit "
                       "status 3: checking | disk bad; not joining round 0, retrying in 1 s") !=
@@ -137,9 +138,10 @@ TEST_CASE(
   for (int rank = 0; rank < 4; ++rank)
     CHECK(read_file(dir / ("rank-" + std::to_string(rank))) == std::to_string(rank) + " 4\n");
 
+  // The event comes after the printed line (see the first case).
   REQUIRE(wait_for_file(
-      dir / "agent-4",
-      [](const std::string& text) { return count_of(text, "node check failed on") >= 1; }, 30s));
+      dir / "events-4",
+      [](const std::string& text) { return count_of(text, "node_check_failed") >= 1; }, 30s));
   const std::string without_c = std::to_string(formed.back()["round"].get<int>());
   CHECK(c.output().find("node check failed on 127.0.0.4: health check command: exit status 1: "
                         "GPU 3 fell off the bus; not joining round " +
