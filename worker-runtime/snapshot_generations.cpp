@@ -39,15 +39,26 @@ int64_t age_of(const std::string& name, const std::string& base) {
   return age;
 }
 
+// The names of the files beside `path` (in its folder; an unreadable folder has none).
+std::vector<std::string> names_beside(const std::string& path) {
+  const fs::path file(path);
+  std::vector<std::string> names;
+  std::error_code error;
+  for (fs::directory_iterator
+           it(file.has_parent_path() ? file.parent_path() : fs::path("."), error),
+       end;
+       !error && it != end; it.increment(error)) {
+    names.push_back(it->path().filename().string());
+  }
+  return names;
+}
+
 // Our generations of `path` in its folder, by age (oldest last).
 std::vector<int64_t> existing_ages(const std::string& path) {
-  const fs::path file(path);
-  const auto folder = file.has_parent_path() ? file.parent_path() : fs::path(".");
-  const auto base = file.filename().string();
+  const auto base = fs::path(path).filename().string();
   std::vector<int64_t> ages;
-  std::error_code error;
-  for (fs::directory_iterator it(folder, error), end; !error && it != end; it.increment(error)) {
-    if (const auto age = age_of(it->path().filename().string(), base); age > 0) {
+  for (const auto& name : names_beside(path)) {
+    if (const auto age = age_of(name, base); age > 0) {
       ages.push_back(age);
     }
   }
@@ -101,19 +112,12 @@ void age_generations(const std::string& path, int64_t keep) {
 
 void remove_stale_temporaries(const std::string& path) {
   const fs::path file(path);
-  const auto folder = file.has_parent_path() ? file.parent_path() : fs::path(".");
   const auto prefix = file.filename().string() + ".tmp.";
-  std::vector<std::string> stale;
-  std::error_code error;
-  for (fs::directory_iterator it(folder, error), end; !error && it != end; it.increment(error)) {
-    const auto name = it->path().filename().string();
+  for (const auto& name : names_beside(path)) {
     if (name.size() > prefix.size() && name.starts_with(prefix) &&
         name.find_first_not_of("0123456789", prefix.size()) == std::string::npos) {
-      stale.push_back(it->path().string());
+      remove_file((file.parent_path() / name).string());
     }
-  }
-  for (const auto& name : stale) {
-    remove_file(name);
   }
 }
 

@@ -3,16 +3,11 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "elapsed.hpp"
 #include "snapshot_generations.hpp"
 
 namespace ddprun::train {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
 
 std::string position_text(const TrainingPosition& at) {
   return "finished epoch " + std::to_string(at.finished_epoch) +

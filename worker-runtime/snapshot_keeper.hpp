@@ -5,13 +5,13 @@
 // only; the SnapshotWriter's thread writes it. A step snapshot due while the last one is still
 // being written is skipped (said in the log: the next one comes soon); epoch, preemption and
 // final snapshots wait for it. A write that fails stops the run, as a synchronous one did.
-#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "elapsed.hpp"
 #include "resume_record.hpp"
 #include "snapshot_cadence.hpp"
 #include "snapshot_io.hpp"
@@ -49,7 +49,7 @@ class SnapshotKeeper {
   Capture capture_;
   std::function<void(const std::string&)> say_;
   std::function<void(const std::string&)> record_;
-  std::chrono::steady_clock::time_point last_taken_ = std::chrono::steady_clock::now();
+  Clock::time_point last_taken_ = Clock::now();
   double last_stall_seconds_ = 0.0;
   SnapshotWriter writer_;  // last: its destructor finishes a write that uses the members above
 };

@@ -1,8 +1,8 @@
 #include "snapshot_writer.hpp"
 
-#include <chrono>
 #include <exception>
 
+#include "elapsed.hpp"
 #include "snapshot_generations.hpp"
 #include "snapshot_io.hpp"
 
@@ -48,15 +48,14 @@ void SnapshotWriter::run(const std::stop_token& stop) {
     lock.unlock();
     SnapshotWritten written;
     written.position = job.position;
-    const auto start = std::chrono::steady_clock::now();
+    const auto start = Clock::now();
     try {
       write_snapshot_file(job.path, job.parts.content, job.parts.resume_record,
                           [&] { age_generations(job.path, job.keep); });
     } catch (const std::exception& e) {
       written.error = e.what();
     }
-    written.write_seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    written.write_seconds = seconds_since(start);
     lock.lock();
     job_.reset();
     finished_ = std::move(written);

@@ -9,6 +9,7 @@
 #include "char_corpus.hpp"
 #include "collectives.hpp"
 #include "distributed_sampler.hpp"
+#include "elapsed.hpp"
 #include "generation.hpp"
 #include "gpt_model.hpp"
 #include "gradient_clipping.hpp"
@@ -24,12 +25,6 @@
 
 namespace ddprun::train {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
 
 // The ranks agree on whether to stop (SIGTERM) at vote steps only: each vote reads a result from
 // the device, which is the one host synchronisation of the loop. Votes come at every log line
