@@ -15,3 +15,18 @@ foreach(program ddprun ddprun-store)
   install(TARGETS ${program} RUNTIME DESTINATION "${ddprun_package_bindir}")
 endforeach()
 
+
+# ddprun-train is not in the wheel (it links LibTorch, and the user's torch is theirs): its
+# sources and the script that builds them against the environment's torch on first use go to
+# <prefix>/share/ddprun, where `ddprun ... train` finds them beside its bin/
+# (launcher/bundled_trainer.hpp, worker-runtime/build_against_torch.py).
+if(DEFINED SKBUILD_DATA_DIR)
+  set(ddprun_package_sharedir "${SKBUILD_DATA_DIR}/share/ddprun")
+else()
+  set(ddprun_package_sharedir share/ddprun)
+endif()
+install(PROGRAMS worker-runtime/build_against_torch.py DESTINATION "${ddprun_package_sharedir}")
+set(ddprun_trainer_source "${ddprun_package_sharedir}/trainer-source")
+install(FILES CMakeLists.txt DESTINATION "${ddprun_trainer_source}")
+install(DIRECTORY cmake worker-runtime DESTINATION "${ddprun_trainer_source}"
+        PATTERN build_against_torch.py EXCLUDE PATTERN __pycache__ EXCLUDE)

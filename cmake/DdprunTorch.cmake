@@ -12,11 +12,9 @@
 # lacks them.
 #
 # Gloo: ProcessGroupGloo.hpp includes <gloo/...>, which pip wheels do not ship (PyTorch builds
-# Gloo statically into libtorch_cpu and does not install its headers). We use Debian's libgloo-dev
-# headers (or the copy in .gpu-deps on a GPU machine). They are older than the Gloo commit torch
-# pins; that is safe because our code only passes Gloo devices through ProcessGroupGloo's API by
-# shared_ptr and never instantiates a Gloo class itself (checked: ddprun-train defines no
-# c10d/gloo vtables); see README.
+# Gloo statically into libtorch_cpu and does not install its headers) and PyPI has no package of.
+# worker-runtime/gloo_declarations declares the few names that header mentions; ddprun-train
+# never uses a Gloo class itself, so every Gloo symbol it reaches is torch's own (README there).
 include_guard(GLOBAL)
 
 # Imported targets of torch visible in every folder (tests and benchmarks link them too).
@@ -94,12 +92,8 @@ add_library(ddprun_torch INTERFACE)
 add_library(ddprun::torch ALIAS ddprun_torch)
 target_link_libraries(ddprun_torch INTERFACE torch)
 
-find_path(DDPRUN_GLOO_INCLUDE_DIR gloo/algorithm.h HINTS "${TORCH_INSTALL_PREFIX}/include")
-if(NOT DDPRUN_GLOO_INCLUDE_DIR)
-  message(FATAL_ERROR "ddprun: Gloo's headers (gloo/algorithm.h) not found: install Debian's "
-                      "libgloo-dev, or add a folder holding include/gloo to CMAKE_PREFIX_PATH")
-endif()
-target_include_directories(ddprun_torch SYSTEM INTERFACE "${DDPRUN_GLOO_INCLUDE_DIR}")
+target_include_directories(ddprun_torch SYSTEM INTERFACE
+                           "${CMAKE_CURRENT_LIST_DIR}/../worker-runtime/gloo_declarations")
 
 if(TARGET torch_cuda)
   set(DDPRUN_TORCH_HAS_CUDA ON)

@@ -4,9 +4,7 @@
 
 #include <algorithm>
 #include <array>
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string_view>
@@ -14,7 +12,6 @@
 
 #include "common/random.hpp"
 #include "launcher/text.hpp"
-#include "launcher/usage_error.hpp"
 
 namespace ddprun::launcher {
 namespace {
@@ -67,14 +64,6 @@ std::optional<std::string> find_on_path(const Environment& env, std::string_view
 }
 
 }  // namespace
-
-void require_bundled_trainer(EntryKind kind, const std::string& trainer_path) {
-  if (kind != EntryKind::kBundledTrainer || ::access(trainer_path.c_str(), X_OK) == 0)
-    return;
-  throw UsageError("train", trainer_path + " is not installed (" + std::strerror(errno) + ")",
-                   "ddprun-train beside ddprun: build it against your torch (README: Building "
-                   "against PyTorch); the pip package holds the launcher and store only for now");
-}
 
 HostFacts probe_host(const Environment& env, ProbeRequest request) {
   HostFacts facts;

@@ -28,9 +28,4 @@ struct ProbeRequest {
 
 HostFacts probe_host(const Environment& env, ProbeRequest request = {});
 
-// `train` runs ddprun-train from ddprun's own folder: throws a UsageError naming what is missing
-// when the entry point is the bundled trainer and that file is not an executable there (a
-// pip-installed ddprun has none yet), instead of a failed exec in every worker.
-void require_bundled_trainer(EntryKind kind, const std::string& trainer_path);
-
 }  // namespace ddprun::launcher

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <functional>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -18,6 +19,7 @@
 #include "agent/stacks/stacks_command.hpp"
 #include "common/key_material.hpp"
 #include "launcher/agent_config_builder.hpp"
+#include "launcher/bundled_trainer.hpp"
 #include "launcher/command_line.hpp"
 #include "launcher/config_json.hpp"
 #include "launcher/credentials.hpp"
@@ -56,6 +58,7 @@ void print_warning(const std::string& warning) {
 int run_stacks_command(const std::vector<std::string>& args, ddprun::launcher::Environment& env) {
   namespace launcher = ddprun::launcher;
   launcher::ResolvedLaunch resolved;
+  launcher::TrainerSearch trainer_search;
   try {
     launcher::ParsedCommandLine parsed = launcher::parse_command_line(args, env);
     if (parsed.has("help")) {
@@ -80,6 +83,21 @@ int run_stacks_command(const std::vector<std::string>& args, ddprun::launcher::E
   return ddprun::agent::request_stacks(agent_config.rendezvous, std::cout, std::cerr);
 }
 
+// Runs one step of `train`'s preparation: 0, or the exit status after its error is printed
+// (2 for a usage error, 1 for anything else).
+int train_step(const std::function<void()>& step) {
+  try {
+    step();
+    return 0;
+  } catch (const ddprun::launcher::UsageError& error) {
+    std::cerr << "ddprun: error: " << error.what() << '\n';
+    return kExitBadCommandLine;
+  } catch (const std::exception& error) {
+    std::cerr << "ddprun: error: train: " << error.what() << '\n';
+    return kExitFailure;
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -93,6 +111,7 @@ int main(int argc, char** argv) {
     return run_stacks_command({args.begin() + 1, args.end()}, env);
 
   launcher::ResolvedLaunch resolved;
+  launcher::TrainerSearch trainer_search;
   try {
     const launcher::ParsedCommandLine parsed = launcher::parse_command_line(args, env);
     if (parsed.has("help")) {
@@ -104,17 +123,18 @@ int main(int argc, char** argv) {
       return 0;
     }
     const launcher::ProbeRequest probe{.numa_topology = parsed.has("numa_binding")};
-    resolved = launcher::resolve_launch(parsed, env, launcher::probe_host(env, probe));
+    const launcher::HostFacts facts = launcher::probe_host(env, probe);
+    resolved = launcher::resolve_launch(parsed, env, facts);
+    trainer_search = {.beside_ddprun = resolved.config.worker_argv.front(),
+                      .executable_dir = facts.executable_dir,
+                      .python_exec = launcher::lookup(env, "PYTHON_EXEC"),
+                      .python3_on_path = facts.python3_on_path};
     launcher::load_etcd_password(resolved.config, env);
     launcher::wipe_credentials(env);
-    // --print-config shows the plan even where the trainer is not installed (yet).
-    if (!parsed.has("print_config")) {
-      launcher::require_bundled_trainer(resolved.config.entry_kind,
-                                        resolved.config.worker_argv.front());
-    }
-    for (const auto& warning : resolved.warnings)
-      print_warning(warning);
     if (parsed.has("print_config")) {
+      // The plan, even where the trainer is not built (yet).
+      for (const auto& warning : resolved.warnings)
+        print_warning(warning);
       std::cout << launcher::launch_config_to_json(resolved.config).dump(2) << '\n';
       return 0;
     }
@@ -127,17 +147,25 @@ int main(int argc, char** argv) {
               << "; expected the forms listed by ddprun --help\n";
     return kExitBadCommandLine;
   }
+  const bool bundled_trainer =
+      resolved.config.entry_kind == ddprun::agent::EntryKind::kBundledTrainer;
+  // The trainer is found (or built) before anything else is said: a job that cannot have one
+  // stops with that message alone.
+  if (bundled_trainer) {
+    const int status = train_step([&] {
+      resolved.config.worker_argv.front() = launcher::provide_bundled_trainer(trainer_search);
+    });
+    if (status != 0)
+      return status;
+  }
+  for (const auto& warning : resolved.warnings)
+    print_warning(warning);
   std::cout.flush();
-  if (resolved.config.entry_kind == ddprun::agent::EntryKind::kBundledTrainer) {
-    try {
-      launcher::check_trainer_config(resolved.config.worker_argv);
-    } catch (const launcher::UsageError& error) {
-      std::cerr << "ddprun: error: " << error.what() << '\n';
-      return kExitBadCommandLine;
-    } catch (const std::exception& error) {
-      std::cerr << "ddprun: error: train: " << error.what() << '\n';
-      return kExitFailure;
-    }
+  if (bundled_trainer) {
+    const int status =
+        train_step([&] { launcher::check_trainer_config(resolved.config.worker_argv); });
+    if (status != 0)
+      return status;
   }
   if (!keep_credentials_out_of_dumps(resolved.config))
     return kExitFailure;

@@ -8,8 +8,8 @@
 #
 #   scripts/gpu-check.sh --prepare   On the project machine (scripts/install-deps.sh runs it):
 #                                    copies into .gpu-deps/ what a GPU machine's image lacks, from
-#                                    Debian's packages: yaml-cpp's headers and library,
-#                                    nlohmann_json's and Gloo's headers, with their CMake files.
+#                                    Debian's packages: yaml-cpp's headers and library and
+#                                    nlohmann_json's headers, with their CMake files.
 #   scripts/gpu-check.sh             On the GPU machine, with .gpu-deps/ carried along. Needs
 #                                    python3 with a CUDA build of torch, CMake, ninja or make, nvcc
 #                                    and a C++20 g++; no network.
@@ -32,10 +32,8 @@ prepare() {
   local multiarch=lib/x86_64-linux-gnu
   rm -rf "$deps"
   mkdir -p "$deps/include" "$deps/$multiarch/cmake" "$deps/share/cmake"
-  cp -r /usr/include/yaml-cpp /usr/include/nlohmann /usr/include/gloo "$deps/include/"
+  cp -r /usr/include/yaml-cpp /usr/include/nlohmann "$deps/include/"
   cp -a /usr/$multiarch/libyaml-cpp.so* "$deps/$multiarch/"
-  cp /usr/include/zlib.h /usr/include/zconf.h "$deps/include/"
-  cp -a /usr/$multiarch/libz.so* "$deps/$multiarch/"
   cp -r /usr/$multiarch/cmake/yaml-cpp "$deps/$multiarch/cmake/"
   cp -r /usr/share/cmake/nlohmann_json "$deps/share/cmake/"
   echo "gpu-check: prepared $deps ($(du -sh "$deps" | cut -f1)) for a GPU machine"

@@ -2,7 +2,7 @@
 # Installs what ddprun needs on Debian 12.
 #   scripts/install-deps.sh           what building ddprun (scripts/build.sh) and running the main
 #                                     job need: Debian's compiler, CMake, Ninja, Boost, nlohmann-json,
-#                                     OpenSSL, yaml-cpp, zlib and Gloo's headers (apt-get), and .venv,
+#                                     OpenSSL and yaml-cpp (apt-get), and .venv,
 #                                     a Python virtual environment with PyTorch 2.13.0 (CPU), whose
 #                                     LibTorch ddprun-train builds against, and matplotlib for
 #                                     scripts/plot_metrics.py.
@@ -36,9 +36,8 @@ PACKAGES=(
   build-essential cmake ninja-build pkg-config
   # launcher, agent, rendezvous (OpenSSL: https to etcd members, in a module of its own)
   libboost-dev nlohmann-json3-dev libssl-dev
-  # worker runtime: Gloo's headers (pip wheels of torch do not ship them), YAML configs, zlib's
-  # crc32 for the snapshots' checksums; python3-venv for .venv
-  libgloo-dev libyaml-cpp-dev zlib1g-dev python3-venv
+  # worker runtime: YAML configs; python3-venv for .venv
+  libyaml-cpp-dev python3-venv
 )
 TEST_PACKAGES=(
   git clang libclang-rt-14-dev
@@ -112,10 +111,12 @@ fi
 if [[ ! -x .venv/bin/py-spy ]]; then
   .venv/bin/python -m pip install -q --no-cache-dir py-spy
 fi
-# .wheelhouse: the PyPI packages the pip-install test (tests/packaging) builds the wheel with and
+# .wheelhouse: the PyPI packages the pip-install test (tests/packaging) builds the wheel with,
+# installs it with (the package's dependencies, and the torch its trainer is built against) and
 # checks it with, fetched now so that the test needs no network (the suite runs without one).
 .venv/bin/python -m pip download -q --no-cache-dir --dest .wheelhouse \
-  scikit-build-core boost-headers nlohmann-json ziglang auditwheel
+  scikit-build-core boost-headers nlohmann-json ziglang auditwheel \
+  cmake ninja cmeel-yaml-cpp "torch==$TORCH_CPU_VERSION"
 # The CUDA wheels take about 5.5 GiB once installed, and pip unpacks them beside that: with less
 # room than this the install would die of ENOSPC halfway and leave the disk full for the build.
 CUDA_VENV_NEEDS_GIB=12

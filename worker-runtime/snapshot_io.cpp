@@ -3,7 +3,6 @@
 #include <caffe2/serialize/inline_container.h>
 #include <torch/csrc/jit/serialization/export.h>
 #include <torch/csrc/jit/serialization/pickler.h>
-#include <zlib.h>
 
 #include <algorithm>
 #include <array>
@@ -15,6 +14,7 @@
 #include <vector>
 
 #include "atomic_file.hpp"
+#include "crc32.hpp"
 #include "resume_record.hpp"
 #include "torch_pickle_reader.hpp"
 #include "zip_directory.hpp"
@@ -151,8 +151,7 @@ class ArchiveReader {
     if (expected == checksums_.end()) {
       fail("record " + name + " is not in the zip archive's directory (corrupt)");
     }
-    const auto actual = static_cast<uint32_t>(
-        ::crc32_z(::crc32_z(0, nullptr, 0), static_cast<const Bytef*>(destination), size));
+    const uint32_t actual = crc32(destination, size);
     if (actual != expected->second) {
       char text[64];
       std::snprintf(text, sizeof text, "CRC-32 %08x where the archive says %08x", actual,

@@ -379,7 +379,7 @@ TEST_CASE("--print-config shows torchrun's agent variables as ddprun read them")
 }
 
 TEST_CASE("train without ddprun-train beside ddprun is refused before anything starts") {
-  // A copy of ddprun alone in a folder, as a pip install leaves it (the trainer is not packaged).
+  // A copy of ddprun alone in a folder: no trainer, and no pip installation's builder.
   char folder[] = "/tmp/ddprun_cli_XXXXXX";
   REQUIRE(::mkdtemp(folder) != nullptr);
   const std::string lone = std::string(folder) + "/ddprun";
@@ -390,9 +390,48 @@ TEST_CASE("train without ddprun-train beside ddprun is refused before anything s
   CHECK(r.status == 2);
   CHECK(line_count(r.err) == 1);
   CHECK_THAT(r.err, Catch::StartsWith("ddprun: error: train: " + std::string(folder) +
-                                      "/ddprun-train is not installed"));
-  CHECK_THAT(r.err, Catch::Contains("Building against PyTorch"));
+                                      "/ddprun-train is not installed, and there is no " +
+                                      std::string(folder) +
+                                      "/../share/ddprun/build_against_torch.py to build it"));
+  CHECK_THAT(r.err, Catch::Contains("On a cluster, without root"));
   CHECK(r.err.find("rendezvous") == std::string::npos);  // nothing joined, nothing started
+}
+
+TEST_CASE("a pip installation's builder that cannot build stops train before anything starts") {
+  // The layout pip leaves: PREFIX/bin/ddprun, PREFIX/share/ddprun/build_against_torch.py and
+  // the trainer's sources. The real builder, run with Debian's python3, finds its torch 1.13
+  // outside the supported range and says so; the launcher then starts nothing.
+  const std::filesystem::path debian_python = "/usr/bin/python3";
+  const std::filesystem::path old_torch = "/usr/lib/python3/dist-packages/torch/version.py";
+  INFO("Debian's python3-torch, which scripts/install-deps.sh --tests installs");
+  REQUIRE(std::filesystem::exists(debian_python));
+  REQUIRE(std::filesystem::exists(old_torch));
+  char folder[] = "/tmp/ddprun_cli_XXXXXX";
+  REQUIRE(::mkdtemp(folder) != nullptr);
+  const std::filesystem::path prefix = folder;
+  const std::filesystem::path source = std::string(DDPRUN_SOURCE_DIR);
+  const std::filesystem::path share = prefix / "share" / "ddprun";
+  std::filesystem::create_directories(prefix / "bin");
+  std::filesystem::create_directories(share / "trainer-source" / "worker-runtime");
+  std::filesystem::copy_file(kDdprun, prefix / "bin" / "ddprun");
+  std::filesystem::copy_file(source / "worker-runtime" / "build_against_torch.py",
+                             share / "build_against_torch.py");
+  std::filesystem::copy_file(source / "worker-runtime" / "CMakeLists.txt",
+                             share / "trainer-source" / "worker-runtime" / "CMakeLists.txt");
+  const Result r = run(
+      (prefix / "bin" / "ddprun").string(), {"--standalone", "--nproc_per_node", "2", "train"},
+      {{"PYTHON_EXEC", debian_python.string()}, {"DDPRUN_CACHE_DIR", (prefix / "cache").string()}});
+  const bool trainer_left = std::filesystem::exists(prefix / "cache" / "trainers");
+  std::filesystem::remove_all(folder);
+  INFO(r.err);
+  CHECK(r.status == 1);
+  CHECK_THAT(r.err, Catch::Contains("ddprun: error: cannot build ddprun-train: torch 1.13"));
+  CHECK_THAT(r.err, Catch::Contains("outside the range ddprun-train supports (2.13 to 2.14)"));
+  CHECK_THAT(r.err, Catch::Contains("ddprun: error: train: ddprun-train could not be provided "
+                                    "for /usr/bin/python3's torch"));
+  CHECK(line_count(r.err) == 2);
+  CHECK_FALSE(trainer_left);  // refused before the cache was touched
+  CHECK(r.err.find("rendezvous") == std::string::npos);
 }
 
 TEST_CASE("--version") {

@@ -1,16 +1,26 @@
 #!/usr/bin/env bash
-# Issue #32: ddprun installs with pip, without root, from PyPI alone, and its wheel is portable.
+# Issue #32: ddprun installs with pip, without root, from PyPI alone, its wheel is portable, and
+# `ddprun ... train` builds ddprun-train against the environment's own torch on first use.
 #
-# As the user `nobody`, in a mount namespace where Debian's development packages are hidden
-# (empty folders over the Boost, nlohmann, yaml-cpp and Catch2 headers and CMake packages, empty
-# files over the Boost and yaml-cpp libraries, and over gcc, g++, cc, c++, clang and ld: the
-# build may use nothing but PyPI), this test
+# As the user `nobody`, in mount namespaces where Debian's development packages are hidden
+# (empty folders over the Boost, nlohmann, yaml-cpp, Gloo and Catch2 headers and CMake packages,
+# empty files over the Boost and yaml-cpp libraries), this test
 #   1. builds the wheel of a copy of the source tree with `pip wheel` (build requirements from
-#      the package index only: scikit-build-core, boost-headers, nlohmann-json, ziglang);
-#   2. installs that wheel into a fresh virtual environment and runs ddprun --help, --version,
-#      ddprun-store --help and a two-worker standalone job from the environment's bin/;
+#      the package index only: scikit-build-core, boost-headers, nlohmann-json, ziglang), with
+#      gcc, g++, cc, c++, clang and ld hidden too: the launcher and store build with nothing but
+#      PyPI;
+#   2. installs that wheel with its dependencies (cmake, ninja, cmeel-yaml-cpp, nlohmann-json)
+#      into a fresh virtual environment and runs ddprun --help, --version, ddprun-store --help
+#      and a two-worker standalone job from the environment's bin/;
 #   3. runs `auditwheel show` on the wheel and requires manylinux_2_28 or older, and a wheel
 #      file named so;
+#   4. with the system's C++ compiler visible again (the one thing besides PyPI that building
+#      the trainer needs), runs `ddprun ... train` from that environment: first where it cannot
+#      build ddprun-train (no torch yet, Debian's torch 1.13 through PYTHON_EXEC, CXX naming no
+#      compiler, a cache folder it cannot write), each one clear message, a non-zero exit and no
+#      ddprun-train left anywhere; then, with torch 2.13 installed from PyPI, two jobs at once,
+#      so that one builds ddprun-train into the cache while the other waits for it, and both
+#      train to their last epoch;
 # then, as root, checks with readelf and objdump that the installed binaries need nothing but
 # libc and no glibc symbol newer than 2.28.
 # `pip install ./ddprun` runs the same PEP 517 build and then installs the wheel; the test makes
@@ -57,7 +67,7 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/ddprun-pip-test.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 chmod 755 "$work"
 user_dir=$work/user
-mkdir -p "$user_dir/home" "$user_dir/clone" "$user_dir/dist" "$work/hidden-dir"
+mkdir -p "$user_dir/home" "$user_dir/clone" "$user_dir/dist" "$work/hidden-dir" "$work/root-cache"
 : >"$work/hidden-file"
 
 # The clone: the files git knows, committed or not (no build folders or virtual environments).
@@ -79,6 +89,7 @@ chown -R "$test_uid:$test_gid" "$user_dir"
 # What the namespace hides: Debian's development packages and compilers.
 hidden_dirs=()
 for dir in /usr/include/boost /usr/include/nlohmann /usr/include/yaml-cpp /usr/include/catch2 \
+  /usr/include/gloo \
   /usr/lib/x86_64-linux-gnu/cmake/Boost-* /usr/lib/x86_64-linux-gnu/cmake/boost_* \
   /usr/lib/x86_64-linux-gnu/cmake/yaml-cpp /usr/share/cmake/nlohmann_json /usr/lib/cmake/Catch2; do
   [[ -d $dir ]] && hidden_dirs+=("$dir")
@@ -87,15 +98,16 @@ hidden_files=()
 for file in /usr/lib/x86_64-linux-gnu/libboost_* /usr/lib/x86_64-linux-gnu/libyaml-cpp*; do
   [[ -f $file ]] && hidden_files+=("$file")
 done
+hidden_compilers=()
 for tool in gcc g++ cc c++ clang clang++ ld; do
   if path=$(command -v "$tool"); then
-    hidden_files+=("$(readlink -f "$path")")
+    hidden_compilers+=("$(readlink -f "$path")")
   fi
 done
 
 # Runs as the test user inside the namespace. pip reads the machine's configuration
 # (/etc/pip.conf, PIP_* variables) and nothing of root's.
-cat >"$work/as_user.sh" <<'USER_SCRIPT'
+cat >"$work/as_user_wheel.sh" <<'USER_SCRIPT'
 set -euo pipefail
 cd "$WORK"
 echo "== as $(id -un), $(${PYTHON} --version)"
@@ -112,9 +124,9 @@ wheels=("$WORK"/dist/ddprun-*.whl)
 [[ ${#wheels[@]} -eq 1 && -f ${wheels[0]} ]] || { echo "FAIL: no ddprun wheel" >&2; exit 1; }
 echo "wheel: $(basename "${wheels[0]}") ($(du -k "${wheels[0]}" | cut -f1) KiB)"
 
-echo "== 2. a fresh environment, the wheel installed, its programs run"
+echo "== 2. a fresh environment, the wheel and its dependencies installed, its programs run"
 "$PYTHON" -m venv "$WORK/venv"
-"$WORK/venv/bin/pip" install --no-index --no-deps "${wheels[0]}"
+"$WORK/venv/bin/pip" install --quiet "${wheels[0]}"
 "$WORK/venv/bin/ddprun" --help | sed -n 1p
 "$WORK/venv/bin/ddprun" --version
 "$WORK/venv/bin/ddprun-store" --help | sed -n 1p
@@ -130,7 +142,72 @@ echo "== 3. auditwheel show"
 "$WORK/audit-venv/bin/auditwheel" show "${wheels[0]}" | tee "$WORK/auditwheel.txt"
 USER_SCRIPT
 
-# As root inside the namespace: hide, then become the test user with a clean environment.
+cat >"$work/as_user_train.sh" <<'USER_SCRIPT'
+set -euo pipefail
+cd "$WORK"
+fail() { echo "FAIL: $*" >&2; exit 1; }
+ddprun=$WORK/venv/bin/ddprun
+cache=$HOME/.cache/ddprun
+[[ -z $(find /usr/include/yaml-cpp /usr/include/nlohmann /usr/include/gloo -mindepth 1 \
+  -print -quit 2>/dev/null) ]] ||
+  fail "Debian's yaml-cpp, nlohmann or Gloo headers are not hidden"
+no_trainer_anywhere() {
+  local found
+  found=$(find "$WORK/venv/bin" "$cache" -name 'ddprun-train*' 2>/dev/null || true)
+  [[ -z $found ]] || fail "a failed build left $found"
+}
+# refused NAME EXPECTED [VAR=VALUE...]: `ddprun ... train` fails with one error naming EXPECTED.
+refused() {
+  local name=$1 expected=$2 status=0
+  shift 2
+  env "$@" "$ddprun" --standalone --nproc-per-node 2 train >"$WORK/refused.out" 2>&1 || status=$?
+  ((status != 0)) || fail "$name: ddprun exited 0"
+  grep -q -- "$expected" "$WORK/refused.out" ||
+    { cat "$WORK/refused.out" >&2; fail "$name: no \"$expected\" in the output"; }
+  grep -q "rendezvous" "$WORK/refused.out" && fail "$name: the job started anyway"
+  no_trainer_anywhere
+  echo "$name: exit $status, $(grep -m1 'error:' "$WORK/refused.out" | cut -c1-160)..."
+}
+
+echo "== 4. ddprun ... train, where ddprun-train cannot be built"
+refused "no torch" "has no torch"
+"$WORK/venv/bin/pip" install --quiet --no-compile torch==2.13.0
+refused "torch 1.13" "outside the range ddprun-train supports (2.13 to 2.14)" \
+  PYTHON_EXEC=/usr/bin/python3
+refused "no compiler" "the C++ compiler /nonexistent/g++ does not run" CXX=/nonexistent/g++
+refused "unwritable cache" "is not writable" DDPRUN_CACHE_DIR="$ROOT_CACHE/ddprun"
+
+echo "== 5. two jobs at once: one builds ddprun-train against torch 2.13, the other waits"
+mkdir -p "$WORK/job-a" "$WORK/job-b"
+started=$(date +%s)
+(cd "$WORK/job-a" && exec "$ddprun" --standalone --nproc-per-node 2 train >out 2>&1) &
+job_a=$!
+(cd "$WORK/job-b" && exec "$ddprun" --standalone --nproc-per-node 2 train \
+  trainer_config.max_epochs=1 >out 2>&1) &
+job_b=$!
+status_a=0 status_b=0
+wait "$job_a" || status_a=$?
+wait "$job_b" || status_b=$?
+echo "both jobs ended after $(($(date +%s) - started)) s (exit $status_a and $status_b)"
+for job in a b; do
+  echo "-- job $job, its last lines:"
+  tail -4 "$WORK/job-$job/out"
+done
+((status_a == 0 && status_b == 0)) || { cat "$WORK"/job-?/out >&2; fail "a job failed"; }
+builds=$(cat "$WORK"/job-?/out | grep -c "building ddprun-train against torch 2.13.0+cpu" || true)
+waits=$(cat "$WORK"/job-?/out | grep -c "which is building ddprun-train" || true)
+((builds == 1 && waits == 1)) ||
+  fail "expected one build and one wait, got $builds build(s) and $waits wait(s)"
+grep -h "which is building ddprun-train\|built ddprun-train in" "$WORK"/job-?/out
+grep -q "done: 4 epochs" "$WORK/job-a/out" || fail "job a did not train its 4 epochs"
+grep -q "done: 1 epochs" "$WORK/job-b/out" || fail "job b did not train its epoch"
+trainers=$(find "$cache/trainers" -name ddprun-train)
+[[ $(wc -l <<<"$trainers") -eq 1 ]] || fail "not one trainer in the cache: $trainers"
+echo "cached: $trainers"
+USER_SCRIPT
+
+# As root inside a namespace: hide $HIDDEN_DIRS and $HIDDEN_FILES, then run the user script $1
+# as the test user with a clean environment.
 cat >"$work/in_namespace.sh" <<'NS_SCRIPT'
 set -euo pipefail
 for dir in $HIDDEN_DIRS; do mount --bind "$ROOT_WORK/hidden-dir" "$dir"; done
@@ -143,17 +220,21 @@ done < <(env)
 exec setpriv --reuid="$TEST_UID" --regid="$TEST_GID" --clear-groups \
   env -i "${keep[@]}" HOME="$WORK/home" PATH=/usr/local/bin:/usr/bin:/bin LANG=C.UTF-8 \
   WORK="$WORK" PYTHON="$PYTHON" CMAKE_BUILD_PARALLEL_LEVEL="$JOBS" TMPDIR="$WORK/home" \
-  bash "$ROOT_WORK/as_user.sh"
+  ROOT_CACHE="$ROOT_WORK/root-cache" bash "$ROOT_WORK/$1"
 NS_SCRIPT
 
 export ROOT_WORK=$work WORK=$user_dir PYTHON=$python TEST_UID=$test_uid TEST_GID=$test_gid
 export JOBS=${JOBS:-$(nproc)}
-export HIDDEN_DIRS="${hidden_dirs[*]}" HIDDEN_FILES="${hidden_files[*]}"
-echo "hidden: ${hidden_dirs[*]} ${hidden_files[*]}"
-unshare --mount --propagation private bash "$work/in_namespace.sh" ||
+export HIDDEN_DIRS="${hidden_dirs[*]}"
+echo "hidden: ${hidden_dirs[*]} ${hidden_files[*]}; for the wheel also ${hidden_compilers[*]}"
+HIDDEN_FILES="${hidden_files[*]} ${hidden_compilers[*]}" \
+  unshare --mount --propagation private bash "$work/in_namespace.sh" as_user_wheel.sh ||
   fail "the non-root pip build or install failed (output above)"
+HIDDEN_FILES="${hidden_files[*]}" \
+  unshare --mount --propagation private bash "$work/in_namespace.sh" as_user_train.sh ||
+  fail "ddprun ... train from the pip installation failed (output above)"
 
-echo "== 4. the policy and the binaries, checked as root"
+echo "== 6. the policy and the binaries, checked as root"
 wheel=$(ls "$user_dir"/dist/ddprun-*.whl)
 # auditwheel wraps its lines: read the report as one line.
 policy=$(tr -s '\n' ' ' <"$user_dir/auditwheel.txt" |
@@ -175,4 +256,5 @@ for program in ddprun ddprun-store; do
     fail "$program needs $newest (> GLIBC_2.28)"
   echo "$program: needs $needed; newest glibc symbol $newest"
 done
-echo "PASS: $(basename "$wheel") is $policy; installed and ran as $test_user from PyPI alone"
+echo "PASS: $(basename "$wheel") is $policy; installed and ran as $test_user from PyPI alone," \
+  "and built ddprun-train against the environment's torch on first use"

@@ -13,6 +13,7 @@
 #include "atomic_file.hpp"
 #include "bucket_plan.hpp"
 #include "char_corpus.hpp"
+#include "crc32.hpp"
 #include "device_agreement.hpp"
 #include "distributed_sampler.hpp"
 #include "precision.hpp"
@@ -404,6 +405,43 @@ std::vector<ZipEntry> directory_of(const std::string& bytes) {
 }
 
 }  // namespace
+
+// The definition, one bit at a time: what the sliced tables must agree with.
+static uint32_t bitwise_crc32(const std::string& bytes) {
+  uint32_t crc = 0xFFFFFFFFu;
+  for (const unsigned char byte : bytes) {
+    crc ^= byte;
+    for (int bit = 0; bit < 8; ++bit)
+      crc = (crc & 1u) != 0 ? (crc >> 1) ^ 0xEDB88320u : crc >> 1;
+  }
+  return ~crc;
+}
+
+TEST_CASE("CRC-32 as zip archives compute it", "[snapshot]") {
+  CHECK(ddprun::train::crc32("", 0) == 0u);
+  CHECK(ddprun::train::crc32("123456789", 9) == 0xCBF43926u);  // the standard check value
+  const std::string fox = "The quick brown fox jumps over the lazy dog";
+  CHECK(ddprun::train::crc32(fox.data(), fox.size()) == 0x414FA339u);
+  std::string bytes;
+  uint32_t state = 12345;
+  for (int i = 0; i < 5000; ++i) {
+    state = state * 1103515245u + 12345u;
+    bytes.push_back(static_cast<char>(state >> 24));
+  }
+  // Every length around the 8-byte step, and every misalignment of the start.
+  for (size_t offset = 0; offset < 8; ++offset) {
+    for (size_t size = 0; size < 40; ++size) {
+      const std::string piece = bytes.substr(offset, size);
+      INFO("offset " << offset << ", size " << size);
+      CHECK(ddprun::train::crc32(piece.data(), piece.size()) == bitwise_crc32(piece));
+    }
+  }
+  CHECK(ddprun::train::crc32(bytes.data(), bytes.size()) == bitwise_crc32(bytes));
+  // Continued in two parts, as a record read in pieces would be.
+  const uint32_t first = ddprun::train::crc32(bytes.data(), 1237);
+  CHECK(ddprun::train::crc32(bytes.data() + 1237, bytes.size() - 1237, first) ==
+        bitwise_crc32(bytes));
+}
 
 TEST_CASE("the zip directory is read, zip64 included, and a cut-short archive is named",
           "[snapshot]") {
