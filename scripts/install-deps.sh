@@ -142,5 +142,10 @@ if cuda_venv_wanted; then
     echo "install-deps: could not install torch $TORCH_CUDA_VERSION into .venv-cuda" >&2
     exit 1
   fi
+  # scripts/test.sh builds the CUDA trainer as a pip installation does, with the pip package's
+  # dependencies beside torch (worker-runtime/build_against_torch.py).
+  if ! .venv-cuda/bin/python -m pip show -q nlohmann-json cmeel-yaml-cpp >/dev/null 2>&1; then
+    .venv-cuda/bin/python -m pip install -q --no-cache-dir nlohmann-json cmeel-yaml-cpp
+  fi
 fi
 scripts/gpu-check.sh --prepare

@@ -3,7 +3,8 @@
 #   1. the Release build with every component against .venv's PyTorch 2.13 (CPU), all CTest labels
 #      but packaging;
 #   2. ddprun-train alone against .venv-cuda's PyTorch with CUDA and NCCL, compiled and linked
-#      only (no GPU here; scripts/gpu-check.sh runs it on one), into build-cuda/. Skipped with
+#      only (no GPU here; scripts/gpu-check.sh runs it on one) as a pip installation builds it
+#      (worker-runtime/build_against_torch.py), into build-cuda/. Skipped with
 #      DDPRUN_CUDA_VENV=0, and with a message when install-deps.sh made no .venv-cuda (too little
 #      disk); DDPRUN_CUDA_VENV=1 makes a missing .venv-cuda an error;
 #   3. an ASan+UBSan build of the components that do not use LibTorch, unit and
@@ -49,15 +50,22 @@ if [[ $cuda_stage != 0 && ! -x .venv-cuda/bin/python ]]; then
   cuda_stage=0
 fi
 
+# ddprun-train against .venv-cuda's torch the way a pip installation builds it on its first
+# `train` (worker-runtime/build_against_torch.py, from the files the wheel ships), with a cache
+# in build-cuda/.
 cuda_build() {
-  BUILD_DIR=build-cuda scripts/build.sh -DDDPRUN_TRAINER_ONLY=ON \
-    -DDDPRUN_TORCH_PYTHON="$PWD/.venv-cuda/bin/python"
+  rm -rf build-cuda
+  mkdir -p build-cuda/source
+  cp -r CMakeLists.txt cmake worker-runtime build-cuda/source/
+  local trainer
+  trainer=$(DDPRUN_CACHE_DIR=$PWD/build-cuda/cache .venv-cuda/bin/python \
+    worker-runtime/build_against_torch.py --source build-cuda/source) || return 1
   # The NCCL path is compiled in only when LibTorch defines USE_C10D_NCCL: make sure it was.
-  if ! nm -C build-cuda/bin/ddprun-train | grep "c10d::ProcessGroupNCCL::ProcessGroupNCCL" >/dev/null; then
-    echo "test.sh: build-cuda/bin/ddprun-train has no ProcessGroupNCCL: the CUDA build lost NCCL" >&2
+  if ! nm -C "$trainer" | grep "c10d::ProcessGroupNCCL::ProcessGroupNCCL" >/dev/null; then
+    echo "test.sh: $trainer has no ProcessGroupNCCL: the CUDA build lost NCCL" >&2
     return 1
   fi
-  echo "test.sh: ddprun-train compiled and linked against CUDA LibTorch with NCCL (build-cuda/)"
+  echo "test.sh: ddprun-train compiled and linked against CUDA LibTorch with NCCL ($trainer)"
 }
 
 # Beside the Release suite, at nice 19 (they take the cores only while the suites leave them

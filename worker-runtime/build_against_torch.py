@@ -198,18 +198,25 @@ def check_cmake() -> str:
 
 
 def check_nvcc(torch: Torch) -> None:
+    # Where cmake/DdprunTorch.cmake looks, in its order: $CUDA_HOME when set (and then only
+    # there), else /usr/local/cuda, else nvcc on PATH.
     if not torch.cuda:
         return
-    candidates = []
+    wanted = f"the CUDA toolkit's nvcc (CUDA {torch.cuda})"
     if os.environ.get("CUDA_HOME"):
-        candidates.append(Path(os.environ["CUDA_HOME"]) / "bin" / "nvcc")
-    candidates.append(Path("/usr/local/cuda/bin/nvcc"))
-    if any(os.access(path, os.X_OK) for path in candidates) or shutil.which("nvcc"):
+        nvcc = Path(os.environ["CUDA_HOME"]) / "bin" / "nvcc"
+        if os.access(nvcc, os.X_OK):
+            return
+        raise CannotBuild(
+            f"{torch.describe()} is a CUDA build: compiling against it needs {wanted}, and "
+            f"CUDA_HOME={os.environ['CUDA_HOME']} has no bin/nvcc: set CUDA_HOME to the "
+            "toolkit's folder (a cluster: `module load cuda`)")
+    if os.access("/usr/local/cuda/bin/nvcc", os.X_OK) or shutil.which("nvcc"):
         return
     raise CannotBuild(
-        f"{torch.describe()} is a CUDA build: compiling against it needs the CUDA toolkit's "
-        f"nvcc (CUDA {torch.cuda}), and there is none ({' nor '.join(map(str, candidates))}, "
-        "nor nvcc on PATH): set CUDA_HOME to the toolkit's folder (a cluster: `module load cuda`)")
+        f"{torch.describe()} is a CUDA build: compiling against it needs {wanted}, and there is "
+        "none (no CUDA_HOME, no /usr/local/cuda/bin/nvcc, no nvcc on PATH): set CUDA_HOME to "
+        "the toolkit's folder (a cluster: `module load cuda`)")
 
 
 def parallel_compiles() -> int:
@@ -258,6 +265,7 @@ def run_logged(command: list[str], log, report_progress: bool) -> int:
         if report_progress and match and time.monotonic() - last_report >= PROGRESS_EVERY_S:
             say(f"building ddprun-train: step {match.group(1)} of {match.group(2)}")
             last_report = time.monotonic()
+    log.flush()  # the caller may read the log's tail next
     return process.wait()
 
 
@@ -266,24 +274,31 @@ def log_tail(log_path: Path) -> str:
     return "\n".join("  " + line for line in lines)
 
 
-def compile_trainer(source: Path, build: Path, log_path: Path, torch: Torch) -> Path:
-    compiler = check_compiler()
-    cmake = check_cmake()
-    check_nvcc(torch)
-    jobs = parallel_compiles()
-    ninja = find_tool("ninja")
-    configure = [cmake, "-S", str(source), "-B", str(build), "-DCMAKE_BUILD_TYPE=Release",
-                 f"-DCMAKE_CXX_COMPILER={compiler}", "-DDDPRUN_TRAINER_ONLY=ON",
+class Tools:
+    """What the build runs, each checked before anything is compiled."""
+
+    def __init__(self, torch: Torch) -> None:
+        self.compiler = check_compiler()
+        self.cmake = check_cmake()
+        check_nvcc(torch)
+        self.ninja = find_tool("ninja")
+        self.jobs = parallel_compiles()
+
+
+def compile_trainer(source: Path, build: Path, log_path: Path, tools: Tools) -> Path:
+    configure = [tools.cmake, "-S", str(source), "-B", str(build), "-DCMAKE_BUILD_TYPE=Release",
+                 f"-DCMAKE_CXX_COMPILER={tools.compiler}", "-DDDPRUN_TRAINER_ONLY=ON",
                  "-DDDPRUN_PIP_DEPENDENCIES=ON", "-DDDPRUN_WERROR=OFF",
                  f"-DDDPRUN_TORCH_PYTHON={sys.executable}", f"-DPython_EXECUTABLE={sys.executable}"]
-    if ninja:
-        configure += ["-G", "Ninja", f"-DCMAKE_MAKE_PROGRAM={ninja}"]
+    if tools.ninja:
+        configure += ["-G", "Ninja", f"-DCMAKE_MAKE_PROGRAM={tools.ninja}"]
     shutil.rmtree(build, ignore_errors=True)  # what an interrupted build left
     with open(log_path, "w") as log:
         if run_logged(configure, log, report_progress=False) != 0:
             raise BuildFailed(f"configuring the build failed; the last lines of {log_path}:\n"
                               + log_tail(log_path))
-        command = [cmake, "--build", str(build), "--target", "ddprun-train", "-j", str(jobs)]
+        command = [tools.cmake, "--build", str(build), "--target", "ddprun-train", "-j",
+                   str(tools.jobs)]
         if run_logged(command, log, report_progress=True) != 0:
             raise BuildFailed(f"compiling ddprun-train failed; the last lines of {log_path}:\n"
                               + log_tail(log_path))
@@ -320,13 +335,13 @@ def find_or_build(source: Path) -> Path:
             return target
         log_path = trainers / f"{key}.log"
         build = trainers / f"{key}.build"
-        jobs = parallel_compiles()
+        tools = Tools(torch)
         # About 4 CPU-minutes of compiles, and a serial precompiled header and link.
-        minutes = 1 + math.ceil(4 / jobs)
+        minutes = 1 + math.ceil(4 / tools.jobs)
         say(f"building ddprun-train against {torch.describe()} for this environment, once: "
-            f"about {minutes} minutes with {jobs} parallel compile(s); log: {log_path}")
+            f"about {minutes} minutes with {tools.jobs} parallel compile(s); log: {log_path}")
         started = time.monotonic()
-        built = compile_trainer(source, build, log_path, torch)
+        built = compile_trainer(source, build, log_path, tools)
         installed = install(built, trainers / key, torch)
         shutil.rmtree(build, ignore_errors=True)
         say(f"built ddprun-train in {time.monotonic() - started:.0f} s: {installed}")
