@@ -41,16 +41,30 @@ if(NOT DDPRUN_ZIG_WRAPPERS)
   string(TOLOWER "${CMAKE_HOST_SYSTEM_PROCESSOR}" ddprun_zig_arch)
   set(ddprun_zig_target "${ddprun_zig_arch}-linux-gnu.${DDPRUN_ZIG_GLIBC}")
   set(DDPRUN_ZIG_WRAPPERS "${CMAKE_BINARY_DIR}/zig-tools" CACHE PATH "zig's per-tool scripts")
-  foreach(tool "c++;c++ -target ${ddprun_zig_target}" "ar;ar" "ranlib;ranlib")
-    list(GET tool 0 name)
-    list(GET tool 1 subcommand)
-    file(WRITE "${DDPRUN_ZIG_WRAPPERS}/zig-${name}"
-         "#!/bin/sh\nexec '${DDPRUN_ZIG}' ${subcommand} \"$@\"\n")
+  # zig builds its C++ runtime (libc++, libc++abi, libunwind) from source, about a CPU-minute on
+  # one core, once for each optimization mode and strip setting it links with. So nothing links
+  # while CMake configures (its checks would have zig build an unoptimized runtime that nothing
+  # ships, one core busy and the other idle): the compiler's identification only compiles, and
+  # so do the checks (CMAKE_TRY_COMPILE_TARGET_TYPE below). The runtime is built once, at the
+  # first link of the build, beside the other compiles: every command starts at -O3 (the
+  # build's own later flags still decide what is compiled) and every link is stripped, as the
+  # package's programs are (cmake/DdprunPackage.cmake).
+  set(ddprun_zig_cxx "'${DDPRUN_ZIG}' c++ -target ${ddprun_zig_target} -O3")
+  file(WRITE "${DDPRUN_ZIG_WRAPPERS}/zig-c++"
+       "#!/bin/sh\ncase \" $* \" in\n"
+       "  *' -c '*) exec ${ddprun_zig_cxx} \"$@\" ;;\n"
+       "  *CMakeCXXCompilerId.cpp*) exec ${ddprun_zig_cxx} -c \"$@\" ;;\n"
+       "esac\nexec ${ddprun_zig_cxx} -s \"$@\"\n")
+  foreach(tool ar ranlib)
+    file(WRITE "${DDPRUN_ZIG_WRAPPERS}/zig-${tool}" "#!/bin/sh\nexec '${DDPRUN_ZIG}' ${tool} \"$@\"\n")
+  endforeach()
+  foreach(name c++ ar ranlib)
     file(CHMOD "${DDPRUN_ZIG_WRAPPERS}/zig-${name}" PERMISSIONS OWNER_READ OWNER_WRITE
          OWNER_EXECUTE GROUP_READ GROUP_EXECUTE WORLD_READ WORLD_EXECUTE)
   endforeach()
 endif()
 list(APPEND CMAKE_TRY_COMPILE_PLATFORM_VARIABLES DDPRUN_ZIG DDPRUN_ZIG_GLIBC DDPRUN_ZIG_WRAPPERS)
+set(CMAKE_TRY_COMPILE_TARGET_TYPE STATIC_LIBRARY)
 
 set(CMAKE_CXX_COMPILER "${DDPRUN_ZIG_WRAPPERS}/zig-c++")
 set(CMAKE_AR "${DDPRUN_ZIG_WRAPPERS}/zig-ar" CACHE FILEPATH "zig ar" FORCE)
