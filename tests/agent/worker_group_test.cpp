@@ -286,11 +286,12 @@ TEST_CASE("a rank that failed on its own before the stop reached it is a failure
   const std::string& dir = temp.path();
   const std::string fifo = dir + "/handoff";
   REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
-  // Rank 1 fails right after rank 0 (a FIFO hand-off), rank 2 keeps running. The group stops
-  // at rank 0's failure; rank 1 ignores SIGTERM, so its exit 5 is its own whether it came
-  // before the stop or after (the test does not race): a failure. Rank 2 ends by the stop.
+  // Ranks 0 and 1 fail together (a FIFO hand-off), rank 2 keeps running. The group stops at
+  // the first failure it reaps, which may be either (rank 1 can exit before rank 0 has); both
+  // ignore SIGTERM, so each one's exit is its own whether it came before the stop or after (the
+  // test does not race): a failure, not stopped. Rank 2 ends by the stop.
   std::vector<WorkerLaunch> launches = {
-      shell_worker(0, "echo x > " + fifo + "; exit 3"),
+      shell_worker(0, "trap '' TERM; echo x > " + fifo + "; exit 3"),
       shell_worker(1, "trap '' TERM; read x < " + fifo + "; exit 5"),
       shell_worker(2, "exec sleep 60"),
   };
