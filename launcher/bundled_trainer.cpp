@@ -1,19 +1,13 @@
 #include "launcher/bundled_trainer.hpp"
 
-#include <fcntl.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <array>
-#include <cerrno>
-#include <cstring>
 #include <stdexcept>
-#include <vector>
 
+#include "common/text.hpp"
+#include "launcher/child_process.hpp"
 #include "launcher/usage_error.hpp"
-
-extern char** environ;
 
 namespace ddprun::launcher {
 namespace {
@@ -27,74 +21,6 @@ bool is_executable(const std::string& path) {
 
 bool is_file(const std::string& path) {
   return ::access(path.c_str(), R_OK) == 0;
-}
-
-// Closes a pipe end on every path out.
-class FileDescriptor {
- public:
-  explicit FileDescriptor(int fd) : fd_(fd) {}
-  FileDescriptor(const FileDescriptor&) = delete;
-  FileDescriptor& operator=(const FileDescriptor&) = delete;
-  ~FileDescriptor() { close(); }
-  int get() const { return fd_; }
-  void close() {
-    if (fd_ >= 0)
-      ::close(fd_);
-    fd_ = -1;
-  }
-
- private:
-  int fd_;
-};
-
-struct Captured {
-  int status = 0;
-  std::string out;
-};
-
-// Runs argv to its end, its stdout captured (at most kMaxBuilderOutput bytes kept) and its
-// stderr this process's: the builder's progress reaches the user as it happens.
-Captured run_capturing_stdout(const std::vector<std::string>& argv) {
-  std::array<int, 2> fds{};
-  if (::pipe2(fds.data(), O_CLOEXEC) != 0)
-    throw std::runtime_error(std::string("cannot make a pipe: ") + std::strerror(errno));
-  FileDescriptor read_end(fds[0]);
-  FileDescriptor write_end(fds[1]);
-  posix_spawn_file_actions_t actions;
-  ::posix_spawn_file_actions_init(&actions);
-  ::posix_spawn_file_actions_adddup2(&actions, write_end.get(), STDOUT_FILENO);
-  std::vector<char*> args;
-  for (const auto& arg : argv)
-    args.push_back(const_cast<char*>(arg.c_str()));
-  args.push_back(nullptr);
-  pid_t pid = 0;
-  const int error = ::posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ);
-  ::posix_spawn_file_actions_destroy(&actions);
-  if (error != 0)
-    throw std::runtime_error("cannot start " + argv[0] + ": " + std::strerror(error));
-  write_end.close();
-  Captured captured;
-  std::array<char, 1024> buffer{};
-  while (true) {
-    const ssize_t n = ::read(read_end.get(), buffer.data(), buffer.size());
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0)
-      break;
-    captured.out.append(buffer.data(),
-                        std::min(static_cast<size_t>(n), kMaxBuilderOutput - captured.out.size()));
-  }
-  while (::waitpid(pid, &captured.status, 0) < 0) {
-    if (errno != EINTR)
-      throw std::runtime_error("waiting for " + argv[0] + ": " + std::strerror(errno));
-  }
-  return captured;
-}
-
-std::string trimmed(std::string text) {
-  while (!text.empty() && (text.back() == '\n' || text.back() == '\r' || text.back() == ' '))
-    text.pop_back();
-  return text;
 }
 
 }  // namespace
@@ -126,13 +52,13 @@ std::string provide_bundled_trainer(const TrainerSearch& search) {
                      "pip, which builds it against your torch (README: On a cluster, without "
                      "root)");
   }
-  const Captured run =
-      run_capturing_stdout({builder.python, builder.script, "--source", builder.source});
-  if (!WIFEXITED(run.status) || WEXITSTATUS(run.status) != 0) {
+  const ChildResult run =
+      run_child({builder.python, builder.script, "--source", builder.source}, kMaxBuilderOutput);
+  if (!WIFEXITED(run.wait_status) || WEXITSTATUS(run.wait_status) != 0) {
     throw std::runtime_error("ddprun-train could not be provided for " + builder.python +
                              "'s torch (the reason is above); nothing was started");
   }
-  const std::string path = trimmed(run.out);
+  const std::string path(common::trim(run.out));
   if (path.empty() || path.front() != '/' || path.find('\n') != std::string::npos ||
       !is_executable(path)) {
     throw std::runtime_error(builder.script + " printed no executable ddprun-train path (\"" +

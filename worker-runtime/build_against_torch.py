@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import errno
 import fcntl
+import functools
 import hashlib
 import importlib.util
 import json
@@ -98,6 +99,7 @@ class Torch:
         match = re.search(rf"^{name}\s*(?::[^=]*)?=\s*['\"]([^'\"]*)['\"]", text, re.M)
         return match.group(1) if match else None
 
+    @functools.cached_property
     def cxx11_abi(self) -> int:
         # A library built with the old std::string ABI has no __cxx11 names at all.
         return 1 if b"__cxx11" in self.library.read_bytes() else 0
@@ -133,7 +135,7 @@ def cache_key(torch: Torch, source: Path) -> str:
     digest = hashlib.sha256((identity + source_digest(source)).encode()).hexdigest()[:16]
     cuda = f"cuda{torch.cuda}" if torch.cuda else "cpu"
     version = re.sub(r"[^A-Za-z0-9.]+", "_", torch.version)
-    return f"torch{version}-{cuda}-cxx11abi{torch.cxx11_abi()}-{digest}"
+    return f"torch{version}-{cuda}-cxx11abi{torch.cxx11_abi}-{digest}"
 
 
 def cache_root() -> Path:
@@ -312,7 +314,7 @@ def install(built: Path, entry: Path, torch: Torch) -> Path:
     shutil.copy2(built, partial)
     os.chmod(partial, 0o755)
     (entry / "build.json").write_text(json.dumps({
-        "torch": torch.version, "cuda": torch.cuda, "cxx11_abi": torch.cxx11_abi(),
+        "torch": torch.version, "cuda": torch.cuda, "cxx11_abi": torch.cxx11_abi,
         "torch_path": str(torch.root), "python": sys.executable,
         "built": time.strftime("%Y-%m-%dT%H:%M:%S%z")}, indent=2) + "\n")
     os.replace(partial, target)  # complete or absent, never half
@@ -324,11 +326,11 @@ def find_or_build(source: Path) -> Path:
     check_supported(torch)
     torch.require_library()
     key = cache_key(torch, source)
-    trainers = cache_root() / "trainers"
-    target = trainers / key / "ddprun-train"
+    root = cache_root()
+    target = root / "trainers" / key / "ddprun-train"
     if os.access(target, os.X_OK):
         return target
-    trainers = prepare_cache(cache_root())
+    trainers = prepare_cache(root)
     lock = Lock(trainers / f"{key}.lock", torch.describe())
     try:
         if os.access(target, os.X_OK):  # built by the process we waited for
