@@ -4,7 +4,8 @@
 # bench/train's Python trainer (PyTorch DDP over NCCL), all under that machine's torchrun, on the
 # same data: (i) minGPT-ddp's own configuration with use_amp against the example's trainer logic;
 # (ii) GPT-2 small's shape in bf16 at batch 16 and 64 against PyTorch's best eager and
-# torch.compile. Prints tokens/s, MFU and peak memory of each, and the ratios.
+# torch.compile; (iii) what a snapshot every 10 steps costs a step. Prints tokens/s, MFU and peak
+# memory of each, and the ratios.
 #
 #   scripts/gpu-check.sh --prepare   On the project machine (scripts/install-deps.sh runs it):
 #                                    copies into .gpu-deps/ what a GPU machine's image lacks, from
@@ -86,8 +87,9 @@ torchrun=("$python" -m torch.distributed.run --standalone --nproc_per_node 1)
 backend=NCCL
 [[ $gpus -gt 0 ]] || backend="CPU, no GPU"
 
-# ddprun SHAPE PRECISION USE_AMP: ddprun-train, 1 rank; prints "tokens/s peak_bytes precision",
-# tokens/s being the median of its log windows after the first (warm-up).
+# ddprun SHAPE PRECISION USE_AMP [SETTING...]: ddprun-train, 1 rank; prints "tokens/s peak_bytes
+# precision stall_seconds", tokens/s being the median of its log windows after the first (warm-up)
+# and stall_seconds the median a step paid for a snapshot taken inside the epoch (0: none taken).
 ddprun() {
   local block n_layer n_head n_embd batch
   IFS=, read -r block n_layer n_head n_embd batch <<<"$1"
@@ -99,7 +101,7 @@ ddprun() {
     trainer_config.max_epochs=1 trainer_config.eval_batches=1 trainer_config.log_every=$log_every \
     trainer_config.seed=$seed trainer_config.snapshot_path="$work/snapshot.pt" \
     trainer_config.precision="$2" trainer_config.use_amp="$3" \
-    optimizer_config.learning_rate=0.003 --metrics "$work/metrics.jsonl") >"$work/ours.log" 2>&1 ||
+    optimizer_config.learning_rate=0.003 "${@:4}" --metrics "$work/metrics.jsonl") >"$work/ours.log" 2>&1 ||
     { cat "$work/ours.log" >&2; die "ddprun-train failed ($1, $2)"; }
   if [[ $gpus -gt 0 ]] && ! grep -q "rank(s) on cuda:0 (collectives: nccl)" "$work/ours.log"; then
     die "ddprun-train did not train on cuda:0 through NCCL"
@@ -110,7 +112,9 @@ lines = [json.loads(l) for l in open(sys.argv[1])]
 rates = [r["tokens_per_second"] for r in lines if r["kind"] == "step"]
 peak = max(r.get("peak_memory_bytes", 0) for r in lines)
 ran = open(sys.argv[2]).read().split("ddprun-train: precision ", 1)[1].split(" ", 1)[0]
-print(f"{statistics.median(rates[1:] or rates):.0f} {peak} {ran}")' "$work/metrics.jsonl" "$work/ours.log"
+stalls = [r["stall_seconds"] for r in lines if r["kind"] == "snapshot" and r["steps_into_epoch"]]
+stall = statistics.median(stalls) if stalls else 0
+print(f"{statistics.median(rates[1:] or rates):.0f} {peak} {ran} {stall:.6f}")' "$work/metrics.jsonl" "$work/ours.log"
 }
 
 # reference SHAPE VARIANT PRECISION: bench/train's Python trainer (PyTorch DDP) on the same shape,
@@ -156,7 +160,7 @@ header() {
 # 128, batch 216, use_amp): ddprun-train with use_amp against the example's trainer logic
 # (autocast fp16 + GradScaler, default AdamW, loss.item() every step).
 mingpt=${MINGPT_SHAPE:-128,8,8,512,216}
-read -r m_ours m_ours_peak m_prec < <(ddprun "$mingpt" auto true)
+read -r m_ours m_ours_peak m_prec _ < <(ddprun "$mingpt" auto true)
 read -r m_ex m_ex_peak < <(reference "$mingpt" example fp16)
 header "(i) minGPT-ddp's configuration ($mingpt as block,layers,heads,width,batch), $steps steps, $backend"
 row "$mingpt" "ddprun-train, use_amp ($m_prec)" "$m_ours" "$m_ours_peak" "$m_ex"
@@ -166,7 +170,7 @@ row "$mingpt" "minGPT-ddp's trainer logic (fp16 + GradScaler)" "$m_ex" "$m_ex_pe
 # (SDPA, fused AdamW, no per-step sync) and the same under torch.compile.
 for batch in ${GPT2_BATCHES:-16 64}; do
   shape="$block,$n_layer,$n_head,$n_embd,$batch"
-  read -r g_ours g_ours_peak g_prec < <(ddprun "$shape" bf16 false)
+  read -r g_ours g_ours_peak g_prec _ < <(ddprun "$shape" bf16 false)
   read -r g_best g_best_peak < <(reference "$shape" best bf16)
   read -r g_comp g_comp_peak < <(reference "$shape" compiled bf16)
   header "(ii) GPT-2 small's shape ($shape), $steps steps, $backend; ratio: ddprun-train / that row"
@@ -174,6 +178,23 @@ for batch in ${GPT2_BATCHES:-16 64}; do
   row "$shape" "PyTorch DDP best eager (bf16)" "$g_best" "$g_best_peak" "$g_ours"
   row "$shape" "PyTorch DDP torch.compile (bf16)" "$g_comp" "$g_comp_peak" "$g_ours"
 done
+
+# (iii) Snapshots every 10 steps (the state copied into pinned memory on a side stream, written by
+# a thread): what a step pays, at GPT-2 small's shape and the first batch of (ii).
+batch=${GPT2_BATCHES%% *}
+batch=${batch:-16}
+shape="$block,$n_layer,$n_head,$n_embd,$batch"
+read -r s_plain s_plain_peak _ _ < <(ddprun "$shape" bf16 false)
+read -r s_snap s_snap_peak _ s_stall < <(ddprun "$shape" bf16 false trainer_config.save_every_steps=10)
+header "(iii) snapshots every 10 steps ($shape), $steps steps, $backend; ratio: with / without"
+row "$shape" "ddprun-train, no step snapshots" "$s_plain" "$s_plain_peak"
+row "$shape" "ddprun-train, a snapshot every 10 steps" "$s_snap" "$s_snap_peak" "$s_plain"
+"$python" -c '
+import sys
+stall, tokens, tokens_per_step = float(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3])
+step = tokens_per_step / tokens
+print(f"snapshot stall: median {stall * 1e3:.2f} ms per snapshot, a step {step * 1e3:.1f} ms: "
+      f"{100 * stall / step:.1f}% of a step")' "$s_stall" "$s_plain" "$((batch * block))"
 echo
 echo "GPU check: ${gpu_name//_/ }, torch $torch_version (CUDA $torch_cuda), 1 rank; tokens/s: median"
 echo "of $log_every-step windows after the first; GiB: peak allocated on the device"

@@ -83,6 +83,20 @@ void FusedAdamW::sync_step_counts() {
   }
 }
 
+torch::Tensor FusedAdamW::step_count(const torch::Tensor& parameter) const {
+  for (size_t g = 0; steps_skippable_ && g < step_counts_.size(); ++g) {
+    const auto& params = param_groups()[g].params();
+    for (size_t k = 0; k < params.size(); ++k) {
+      if (params[k].unsafeGetTensorImpl() == parameter.unsafeGetTensorImpl()) {
+        return step_counts_[g][k];
+      }
+    }
+  }
+  const auto& host = static_cast<const torch::optim::AdamWParamState&>(
+      *state().at(parameter.unsafeGetTensorImpl()));
+  return torch::tensor(static_cast<float>(host.step()));
+}
+
 void FusedAdamW::forget_step_counts() {
   step_counts_.clear();
   steps_skippable_ = false;

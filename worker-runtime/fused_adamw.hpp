@@ -26,6 +26,9 @@ class FusedAdamW : public torch::optim::AdamW {
   // reading the state. Call forget_step_counts() after replacing the state (a restore).
   void sync_step_counts();
   void forget_step_counts();
+  // `parameter`'s step count as PyTorch's AdamW keeps it, a 0-d float32 tensor, without a host
+  // synchronisation: the device count while steps may have been skipped, else the host one.
+  torch::Tensor step_count(const torch::Tensor& parameter) const;
 
  private:
   // Per parameter group, in the group's order; built from the state on first use.

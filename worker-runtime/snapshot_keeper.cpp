@@ -54,7 +54,7 @@ void SnapshotKeeper::take(const TrainingPosition& at, Kind kind) {
   writer_.wait_idle();
   report_finished();
   const auto start = Clock::now();
-  SnapshotJob job{path_, keep_, capture_(at), at};
+  SnapshotJob job{path_, keep_, capture_(at, staging_), at};
   last_stall_seconds_ = seconds_since(start);
   last_taken_ = Clock::now();
   writer_.submit(std::move(job));

@@ -2,7 +2,8 @@
 // When global rank 0 snapshots, and what it says about it: every save_every epochs (minGPT-ddp's
 // cadence), every save_every_steps steps and/or save_every_seconds seconds inside an epoch, on
 // preemption and after the last epoch. The step pays for the copy of the state to host memory
-// only; the SnapshotWriter's thread writes it. A step snapshot due while the last one is still
+// only (on an accelerator, for queueing it: host_staging.hpp); the SnapshotWriter's thread
+// writes it. A step snapshot due while the last one is still
 // being written is skipped (said in the log: the next one comes soon); epoch, preemption and
 // final snapshots wait for it. A write that fails stops the run, as a synchronous one did.
 #include <cstdint>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "elapsed.hpp"
+#include "host_staging.hpp"
 #include "resume_record.hpp"
 #include "snapshot_cadence.hpp"
 #include "snapshot_io.hpp"
@@ -28,7 +30,8 @@ class SnapshotKeeper {
     kEpoch,  // waits for the write in flight, then goes on while it is written
     kLast,   // preemption or the last epoch: returns once it is on disk
   };
-  using Capture = std::function<SnapshotParts(const TrainingPosition&)>;
+  // Copies the state into the staging's host buffers (make_snapshot).
+  using Capture = std::function<SnapshotParts(const TrainingPosition&, HostStaging&)>;
   // `say` prints a line for the user, `record` one JSON line for the metrics file.
   SnapshotKeeper(const TrainerConfig& config, Capture capture,
                  std::function<void(const std::string&)> say,
@@ -37,6 +40,9 @@ class SnapshotKeeper {
   SnapshotCadence cadence() const { return cadence_; }
   double seconds_since_last() const;
   void take(const TrainingPosition& at, Kind kind);
+  // Call before the optimizer changes the state in place: on an accelerator, the copies of the
+  // last snapshot may still be in flight (host_staging.hpp).
+  void before_update() { staging_.before_update(); }
   // Says what the writer finished since the last call; throws SnapshotError for a failed write.
   void report_finished();
 
@@ -51,6 +57,7 @@ class SnapshotKeeper {
   std::function<void(const std::string&)> record_;
   Clock::time_point last_taken_ = Clock::now();
   double last_stall_seconds_ = 0.0;
+  HostStaging staging_;    // reused only once the writer is idle (take)
   SnapshotWriter writer_;  // last: its destructor finishes a write that uses the members above
 };
 

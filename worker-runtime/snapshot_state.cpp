@@ -34,12 +34,6 @@ void* state_key(const torch::Tensor& parameter) {
   return parameter.unsafeGetTensorImpl();
 }
 
-// Always a copy, on the CPU too: the snapshot is written beside the training, which goes on
-// changing the live tensors (snapshot_writer.hpp).
-torch::Tensor to_cpu(const torch::Tensor& t) {
-  return t.detach().to(torch::kCPU, /*non_blocking=*/false, /*copy=*/true);
-}
-
 // "n_layer=2, n_head=4, ..." for the dimensions a snapshot reveals (n_head = 0: unknown).
 std::string dims_text(const ModelDims& d) {
   std::string text = "n_layer=" + std::to_string(d.n_layer);
@@ -264,14 +258,18 @@ std::unique_ptr<FusedAdamW> make_adamw(GptImpl& model, const ParameterGroups& gr
 }
 
 SnapshotParts make_snapshot(const GptImpl& model, FusedAdamW& optimizer,
-                            const ParameterGroups& groups, const TrainingPosition& position) {
-  optimizer.sync_step_counts();
+                            const ParameterGroups& groups, const TrainingPosition& position,
+                            HostStaging& staging) {
+  staging.begin();
+  // Always copies, on the CPU too: the snapshot is written beside the training, which goes on
+  // changing the live tensors (snapshot_writer.hpp).
+  const auto to_host = [&](const torch::Tensor& t) { return staging.copy(t); };
   auto model_state = make_dict();
   for (const auto& item : model.named_parameters()) {
-    model_state.insert(item.key(), to_cpu(item.value()));
+    model_state.insert(item.key(), to_host(item.value()));
   }
   for (const auto& item : model.named_buffers()) {
-    model_state.insert(item.key(), to_cpu(item.value()));
+    model_state.insert(item.key(), to_host(item.value()));
   }
 
   const auto named = parameters_by_name(model);
@@ -289,11 +287,11 @@ SnapshotParts make_snapshot(const GptImpl& model, FusedAdamW& optimizer,
         const auto& s = static_cast<const torch::optim::AdamWParamState&>(*it->second);
         auto entry = make_dict();
         // PyTorch >= 1.12 keeps `step` as a float32 0-d tensor.
-        entry.insert("step", torch::tensor(static_cast<float>(s.step())));
-        entry.insert("exp_avg", to_cpu(s.exp_avg()));
-        entry.insert("exp_avg_sq", to_cpu(s.exp_avg_sq()));
+        entry.insert("step", to_host(optimizer.step_count(named.at(name))));
+        entry.insert("exp_avg", to_host(s.exp_avg()));
+        entry.insert("exp_avg_sq", to_host(s.exp_avg_sq()));
         if (options.amsgrad()) {
-          entry.insert("max_exp_avg_sq", to_cpu(s.max_exp_avg_sq()));
+          entry.insert("max_exp_avg_sq", to_host(s.max_exp_avg_sq()));
         }
         state.insert(index, entry);
       }
@@ -325,7 +323,8 @@ SnapshotParts make_snapshot(const GptImpl& model, FusedAdamW& optimizer,
   snapshot.insert("model_state", model_state);
   snapshot.insert("optimizer_state", optimizer_state);
   snapshot.insert("finished_epoch", position.finished_epoch);
-  return {snapshot, encode_resume_record({position, static_cast<const ModelDims&>(model.shape())})};
+  return {snapshot, encode_resume_record({position, static_cast<const ModelDims&>(model.shape())}),
+          staging.end()};
 }
 
 namespace {

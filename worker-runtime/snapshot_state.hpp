@@ -11,10 +11,12 @@
 // betas, eps, weight decay), as AdamW.load_state_dict does in Python.
 #include <torch/torch.h>
 
+#include <functional>
 #include <string>
 
 #include "fused_adamw.hpp"
 #include "gpt_model.hpp"
+#include "host_staging.hpp"
 #include "resume_record.hpp"
 #include "snapshot_io.hpp"
 
@@ -25,13 +27,17 @@ std::unique_ptr<FusedAdamW> make_adamw(GptImpl& model, const ParameterGroups& gr
                                        double learning_rate, double weight_decay);
 
 struct SnapshotParts {
-  c10::IValue content;        // the pickled dict
+  c10::IValue content;        // the pickled dict, its tensors in `staging`'s host buffers
   std::string resume_record;  // encode_resume_record's JSON
+  // Blocks until the host copies are complete; empty when they already are (host_staging.hpp).
+  std::function<void()> wait_for_copies;
 };
 
-// Brings the optimizer's step counts up to date first (fused_adamw.hpp).
+// No host synchronisation: the step counts come as tensors too (FusedAdamW::step_count). The
+// tensors are copied into `staging`'s buffers, which the next call overwrites.
 SnapshotParts make_snapshot(const GptImpl& model, FusedAdamW& optimizer,
-                            const ParameterGroups& groups, const TrainingPosition& position);
+                            const ParameterGroups& groups, const TrainingPosition& position,
+                            HostStaging& staging);
 
 struct RestoredSnapshot {
   // From the resume record when there is one; else finished_epoch, and the next epoch from its

@@ -50,6 +50,9 @@ void SnapshotWriter::run(const std::stop_token& stop) {
     written.position = job.position;
     const auto start = Clock::now();
     try {
+      if (job.parts.wait_for_copies) {
+        job.parts.wait_for_copies();
+      }
       write_snapshot_file(job.path, job.parts.content, job.parts.resume_record,
                           [&] { age_generations(job.path, job.keep); });
     } catch (const std::exception& e) {

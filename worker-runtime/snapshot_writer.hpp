@@ -1,9 +1,11 @@
 #pragma once
 // Writes snapshots on a thread of its own, so that a step pays only for copying the state to host
 // memory (make_snapshot with host copies); serialising, the fsyncs and the renames happen beside
-// the training. One write at a time: the trainer asks busy() and skips (step cadence) or waits
-// (epoch end, preemption, the last epoch) while one is in flight. A write is atomic as before
-// (snapshot_io.hpp, atomic_file.hpp): a SIGKILL at any instant leaves every snapshot file whole.
+// the training. On an accelerator the thread first waits for the copies queued on a side stream
+// (SnapshotParts::wait_for_copies). One write at a time: the trainer asks busy() and skips (step
+// cadence) or waits (epoch end, preemption, the last epoch) while one is in flight. A write is
+// atomic as before (snapshot_io.hpp, atomic_file.hpp): a SIGKILL at any instant leaves every
+// snapshot file whole.
 #include <condition_variable>
 #include <mutex>
 #include <optional>

@@ -270,8 +270,8 @@ Trainer::Trainer(const TrainerInputs& inputs, std::ostream& out)
   if (rank_ == 0) {
     snapshots_.emplace(
         trainer_,
-        [this](const TrainingPosition& at) {
-          return make_snapshot(*model_, *optimizer_, groups_, at);
+        [this](const TrainingPosition& at, HostStaging& staging) {
+          return make_snapshot(*model_, *optimizer_, groups_, at, staging);
         },
         [this](const std::string& line) { say(line); },
         [this](const std::string& line) { metrics_.write(line); });
@@ -405,6 +405,9 @@ torch::Tensor Trainer::run_batch(const Batch& batch) {
   const auto found_inf =
       scaler_ ? std::optional<torch::Tensor>(scaler_->unscale(gradients)) : std::nullopt;
   clip_gradient_norm(gradients, trainer_.grad_norm_clip);
+  if (snapshots_) {
+    snapshots_->before_update();
+  }
   optimizer_->step_unless(found_inf);
   if (scaler_) {
     scaler_->update(*found_inf);

@@ -18,6 +18,7 @@
 #include "fused_adamw.hpp"
 #include "gpt_model.hpp"
 #include "gradient_clipping.hpp"
+#include "host_staging.hpp"
 #include "mixed_precision.hpp"
 #include "snapshot_io.hpp"
 #include "snapshot_state.hpp"
@@ -381,7 +382,8 @@ struct TrainedTinyGpt {
     train_steps(model, *optimizer, steps, data_seed);
   }
   SnapshotParts snapshot(const TrainingPosition& position) const {
-    return make_snapshot(*model, *optimizer, groups, position);
+    HostStaging staging;  // the parts keep its buffers alive
+    return make_snapshot(*model, *optimizer, groups, position, staging);
   }
   // Returns path, for a one-line "a snapshot at path".
   std::string write_snapshot(const std::string& path) const {
@@ -435,6 +437,65 @@ TEST_CASE("snapshot round trip restores model and optimizer exactly", "[snapshot
   train_steps(b, *opt_b, 1, 9);
   for (const auto& item : a->named_parameters()) {
     CHECK(torch::equal(item.value(), b->named_parameters()[item.key()]));
+  }
+}
+
+TEST_CASE("host staging copies the state as it was, into buffers kept between captures",
+          "[snapshot]") {
+  HostStaging staging;
+  auto live = torch::arange(6, torch::kFloat).reshape({2, 3});
+  auto counts = torch::tensor(4.0F);
+  staging.begin();
+  const auto first = staging.copy(live);
+  const auto first_count = staging.copy(counts);
+  CHECK_FALSE(staging.end());  // CPU copies are complete when copy() returns
+  live.add_(10);
+  counts.add_(1);
+  staging.before_update();
+  CHECK(torch::equal(first, torch::arange(6, torch::kFloat).reshape({2, 3})));
+  CHECK(first_count.item<float>() == 4.0F);
+  CHECK(first.data_ptr() != live.data_ptr());
+
+  staging.begin();
+  const auto second = staging.copy(live);
+  const auto second_count = staging.copy(counts);
+  staging.end();
+  CHECK(second.data_ptr() == first.data_ptr());  // the same buffer, no new allocation
+  CHECK(torch::equal(second, live));
+  CHECK(second_count.item<float>() == 5.0F);
+  // A tensor of another shape gets a buffer of its own.
+  staging.begin();
+  const auto other = staging.copy(torch::ones({4}));
+  staging.end();
+  CHECK(other.sizes() == c10::IntArrayRef{4});
+  CHECK(torch::equal(other, torch::ones({4})));
+}
+
+TEST_CASE("a snapshot counts only the steps taken, skipped ones taken back on the device",
+          "[snapshot]") {
+  TrainedTinyGpt trained(4, 2, 3);
+  const auto overflow = torch::tensor(1.0F);
+  const auto fine = torch::tensor(0.0F);
+  auto generator = at::detail::createCPUGenerator(5);
+  for (const auto& found_inf : {overflow, fine, overflow}) {
+    const auto idx = torch::randint(11, {4, 16}, generator, torch::kLong);
+    trained.optimizer->zero_grad();
+    language_model_loss(trained.model->forward(idx), idx).backward();
+    trained.optimizer->step_unless(found_inf);
+  }
+  // 2 plain steps, then one of three: PyTorch's AdamW would say 3.
+  const auto parts = trained.snapshot({1, 0, 1, 0});
+  const auto state = parts.content.toGenericDict()
+                         .at("optimizer_state")
+                         .toGenericDict()
+                         .at("state")
+                         .toGenericDict();
+  REQUIRE(state.size() > 0);
+  for (const auto& entry : state) {
+    const auto step = entry.value().toGenericDict().at("step").toTensor();
+    CHECK(step.dim() == 0);
+    CHECK(step.scalar_type() == torch::kFloat);
+    CHECK(step.item<float>() == 3.0F);
   }
 }
 
