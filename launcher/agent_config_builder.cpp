@@ -71,6 +71,7 @@ agent::AgentConfig build_agent_config(const LaunchConfig& config) {
 
   agent.health_port.port = config.health_port;
   agent.health_port.stale_after = config.health_port_stale_after;
+  agent.health_port.page_stacks_without_secret = config.job_page_stacks;
 
   agent.node_check.command = config.node_check_command;
   agent.node_check.timeout = config.node_check_timeout;

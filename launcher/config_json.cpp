@@ -82,6 +82,7 @@ nlohmann::json launch_config_to_json(const LaunchConfig& config) {
   json["use_libuv"] = config.use_libuv;
   json["health_check_port"] = optional_json(config.health_port);
   json["health_server_timeout"] = config.health_port_stale_after.count();
+  json["job_page_stacks"] = config.job_page_stacks;
   json["health_check"] = optional_json(config.node_check_command);
   json["health_check_timeout"] = config.node_check_timeout.count();
   json["health_check_interval"] = config.node_check_interval.count();

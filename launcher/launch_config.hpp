@@ -92,6 +92,8 @@ struct LaunchConfig {
   // last progress is 503. The timeout is torchrun's 60 s, or DDPRUN_HEALTH_CHECK_TIMEOUT.
   std::optional<uint16_t> health_port;
   common::Seconds health_port_stale_after{60};
+  // DDPRUN_JOB_PAGE_STACKS=1: the job page's stacks button works without a job secret too.
+  bool job_page_stacks = false;
   // TORCHELASTIC_UNINTERRUPTIBLE_STATE_TIMEOUT: after SIGKILL, how long the agent waits for a
   // worker to be reaped before it abandons it as stuck in uninterruptible sleep (D state) and
   // goes on. torchrun reads the variable for its own D-state health check (unset or 0: off);

@@ -191,6 +191,15 @@ void resolve_torchelastic_environment(const Environment& env, LaunchConfig& conf
   }
   config.value_sources["health_server_timeout"] =
       health_timeout ? "env:DDPRUN_HEALTH_CHECK_TIMEOUT" : "default";
+  // The job page's stacks button: always with a job secret (the page needs its token); without
+  // one the page is open to whoever reaches the port, so capturing stacks from it is asked for.
+  const auto page_stacks = lookup(env, "DDPRUN_JOB_PAGE_STACKS");
+  if (page_stacks) {
+    if (*page_stacks != "0" && *page_stacks != "1")
+      throw UsageError("DDPRUN_JOB_PAGE_STACKS", "'" + *page_stacks + "' is not 0 or 1", "0 or 1");
+    config.job_page_stacks = *page_stacks == "1";
+  }
+  config.value_sources["job_page_stacks"] = page_stacks ? "env:DDPRUN_JOB_PAGE_STACKS" : "default";
   // torchrun: empty or 0 turns its D-state check off; here they keep the default bound, since
   // waiting without one for a worker SIGKILL cannot end is the hang this bound prevents.
   const auto stuck_limit = lookup(env, "TORCHELASTIC_UNINTERRUPTIBLE_STATE_TIMEOUT");

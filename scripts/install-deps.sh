@@ -49,6 +49,8 @@ TEST_PACKAGES=(
   catch2 python3-torch libopenblas0-openmp procps iproute2 psmisc
   # Slurm integration tests
   slurm-wlm munge
+  # the job page, opened by a real headless browser
+  chromium
 )
 if ((with_tests)); then
   PACKAGES+=("${TEST_PACKAGES[@]}")

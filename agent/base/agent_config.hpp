@@ -129,6 +129,8 @@ struct HealthPortConfig {
   std::optional<uint16_t> port;  // nothing: no server
   std::string host = "0.0.0.0";  // the node's health is asked for from elsewhere
   common::Seconds stale_after{60};
+  // The job page's stacks button without a job secret (with one it always works).
+  bool page_stacks_without_secret = false;
 };
 
 // Node checks before each join (agent/node_check/): --health-check. The interval between a

@@ -31,11 +31,15 @@ std::string EventLog::format_line(double time_s, const std::string& node, const 
 }
 
 void EventLog::record(const std::string& event, nlohmann::json fields) {
-  if (!fd_)
+  if (!fd_ && !observer_)
     return;
   const double now =
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   const std::string line = format_line(now, node_, event, std::move(fields));
+  if (observer_)
+    observer_(line);
+  if (!fd_)
+    return;
   // A monitoring file must never stop the job: a failed write is dropped.
   [[maybe_unused]] ssize_t written = ::write(fd_.get(), line.data(), line.size());
 }

@@ -20,6 +20,46 @@ void HealthBoard::publish(HealthState state) {
   record_progress();
 }
 
+void HealthBoard::add_event(std::string line) {
+  const std::lock_guard lock(events_mutex_);
+  if (events_.size() == kRecentEvents)
+    events_.pop_front();
+  events_.push_back(std::move(line));
+}
+
+std::deque<std::string> HealthBoard::events_or(const std::deque<std::string>& fallback) const {
+  const std::unique_lock lock(events_mutex_, std::try_to_lock);
+  return lock.owns_lock() ? events_ : fallback;
+}
+
+void HealthBoard::publish_peers(std::vector<PeerRecord> peers) {
+  const std::lock_guard lock(peers_mutex_);
+  peers_ = std::move(peers);
+}
+
+void HealthBoard::publish_stacks(PageStacksState state) {
+  const std::lock_guard lock(stacks_mutex_);
+  stacks_ = std::move(state);
+}
+
+PageStacksState HealthBoard::stacks_or(const PageStacksState& fallback) const {
+  const std::unique_lock lock(stacks_mutex_, std::try_to_lock);
+  return lock.owns_lock() ? stacks_ : fallback;
+}
+
+HealthBoard::Clock::time_point HealthBoard::last_viewed() const {
+  return Clock::time_point(Clock::duration(viewed_ticks_.load(std::memory_order_relaxed)));
+}
+
+void HealthBoard::note_viewed() {
+  viewed_ticks_.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
+}
+
+std::vector<PeerRecord> HealthBoard::peers_or(const std::vector<PeerRecord>& fallback) const {
+  const std::unique_lock lock(peers_mutex_, std::try_to_lock);
+  return lock.owns_lock() ? peers_ : fallback;
+}
+
 HealthBoard::Clock::time_point HealthBoard::last_progress() const {
   return Clock::time_point(Clock::duration(progress_ticks_.load(std::memory_order_relaxed)));
 }

@@ -17,6 +17,14 @@ std::string_view reason_phrase(int status) {
       return "Method Not Allowed";
     case 408:
       return "Request Timeout";
+    case 302:
+      return "Found";
+    case 202:
+      return "Accepted";
+    case 401:
+      return "Unauthorized";
+    case 404:
+      return "Not Found";
     case 431:
       return "Request Header Fields Too Large";
     case 503:
@@ -55,14 +63,42 @@ HealthRequest classify_request(std::string_view head) {
       !std::all_of(method.begin(), method.end(), is_method_char) ||
       !rest.substr(second_space + 1).starts_with("HTTP/"))
     return HealthRequest::kMalformed;
-  return method == "GET" ? HealthRequest::kGet : HealthRequest::kOtherVerb;
+  if (method == "GET")
+    return HealthRequest::kGet;
+  return method == "POST" ? HealthRequest::kPost : HealthRequest::kOtherVerb;
+}
+
+std::string_view request_path(std::string_view head) {
+  std::string_view line = head.substr(0, head.find('\n'));
+  const auto first_space = line.find(' ');
+  if (first_space == std::string_view::npos)
+    return {};
+  std::string_view target = line.substr(first_space + 1);
+  target = target.substr(0, target.find(' '));
+  return target.substr(0, target.find_first_of("?#"));
+}
+
+HealthRoute route_of(std::string_view path) {
+  if (path == "/" || path == "/health" || path == "/healthz")
+    return HealthRoute::kHealth;
+  if (path == "/metrics")
+    return HealthRoute::kMetrics;
+  if (path == "/job/")
+    return HealthRoute::kJobPage;
+  if (path == "/job")
+    return HealthRoute::kJobPageRedirect;
+  if (path == "/job/api/state")
+    return HealthRoute::kJobState;
+  if (path == "/job/api/stacks")
+    return HealthRoute::kJobStacks;
+  return HealthRoute::kNotFound;
 }
 
 std::string health_body(const HealthState& state, bool alive, int64_t last_progress_unix_s,
                         double stale_after_s) {
   nlohmann::json workers = nlohmann::json::object();
-  for (const auto& [local_rank, what] : state.workers)
-    workers[std::to_string(local_rank)] = what;
+  for (const auto& [local_rank, worker] : state.workers)
+    workers[std::to_string(local_rank)] = worker.state;
   const nlohmann::json body = {
       {"alive", alive},
       {"last_progress_unix", last_progress_unix_s},
@@ -79,7 +115,19 @@ std::string http_response(int status, std::string_view body, std::string_view co
   response.append("\r\nContent-Length: ").append(std::to_string(body.size()));
   if (status == 405)
     response.append("\r\nAllow: GET");
+  response.append("\r\nCache-Control: no-store\r\nX-Content-Type-Options: nosniff");
+  // The job page reaches nothing but this agent, whatever a value shown in it holds.
+  if (content_type == kHtml)
+    response.append(
+        "\r\nContent-Security-Policy: default-src 'none'; script-src 'unsafe-inline'; "
+        "style-src 'unsafe-inline'; connect-src 'self'; img-src 'self' data:");
   response.append("\r\nConnection: close\r\n\r\n").append(body);
+  return response;
+}
+
+std::string redirect_response(std::string_view location) {
+  std::string response = "HTTP/1.0 302 Found\r\nLocation: ";
+  response.append(location).append("\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
   return response;
 }
 

@@ -13,9 +13,21 @@
 namespace ddprun::agent {
 
 enum class HealthRequest {
-  kGet,        // any path: the health report
+  kGet,        // its path says what is asked for (route_of)
+  kPost,       // only the job page's stacks button posts (to /job/api/stacks)
   kOtherVerb,  // a well-formed request line with another method: 405
   kMalformed,  // not an HTTP request line: 400
+};
+
+// What a GET's path asks for.
+enum class HealthRoute {
+  kHealth,           // "/", "/health", "/healthz": the health report
+  kMetrics,          // "/metrics": Prometheus' text format (prometheus_text.hpp)
+  kJobPage,          // "/job/": the job page (job_page_html.hpp)
+  kJobPageRedirect,  // "/job": to "/job/", where the page's relative links resolve
+  kJobState,         // "/job/api/state": its JSON (job_api.hpp)
+  kJobStacks,        // "/job/api/stacks": GET where the last request stands, POST a new one
+  kNotFound,         // anything else: 404
 };
 
 // Where the head (request line and headers) ends, past its blank line ("\r\n\r\n", or "\n\n"
@@ -25,6 +37,10 @@ std::size_t end_of_head(std::string_view received);
 // What the head's request line, "METHOD TARGET HTTP/x.y", asks for.
 HealthRequest classify_request(std::string_view head);
 
+// The path of a well-formed head's target, without its query ("?...") or fragment.
+std::string_view request_path(std::string_view head);
+HealthRoute route_of(std::string_view path);
+
 // {"alive": ..., "last_progress_unix": ..., "stale_after_s": ..., "round": ..., "restarts": ...,
 //  "workers": {"<local_rank>": "<state>"}}
 std::string health_body(const HealthState& state, bool alive, int64_t last_progress_unix_s,
@@ -32,7 +48,12 @@ std::string health_body(const HealthState& state, bool alive, int64_t last_progr
 
 // A complete HTTP/1.0 response that closes the connection: status line, Content-Type,
 // Content-Length, Connection: close (and Allow: GET for 405), then the body.
+// content_type: JSON by default; kPlainText for short messages.
+inline constexpr const char* kPlainText = "text/plain; charset=utf-8";
+inline constexpr const char* kHtml = "text/html; charset=utf-8";
 std::string http_response(int status, std::string_view body,
                           std::string_view content_type = "application/json");
+// 302 to `location` (a path on this server).
+std::string redirect_response(std::string_view location);
 
 }  // namespace ddprun::agent

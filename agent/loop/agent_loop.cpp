@@ -9,6 +9,8 @@
 #include <tuple>
 
 #include "agent/base/node_name.hpp"
+#include "agent/health/job_page_access.hpp"
+#include "agent/health/node_record.hpp"
 #include "agent/logs/log_prefix.hpp"
 #include "agent/workers/error_file.hpp"
 #include "agent/workers/failure_gathering.hpp"
@@ -74,6 +76,7 @@ AgentLoop::AgentLoop(const AgentConfig& config, SignalChannel& signals, EventLog
           {[this](const std::string& report) { hang_detected(report); },
            [this] { stacks_captured(); }},
           [this](int local_rank, std::size_t beats) {
+            beats_by_local_rank_[local_rank] += beats;
             if (straggler_watch_)
               straggler_watch_->on_beats(local_rank, beats);
           }) {
@@ -95,6 +98,8 @@ AgentLoop::~AgentLoop() {
   group_.reset();
   watchdog_.group_gone();
   straggler_watch_.reset();
+  job_view_.reset();
+  page_stacks_.reset();
   stacks_on_demand_.reset();
   node_checks_.reset();
   rendezvous_.reset();
@@ -121,6 +126,16 @@ int AgentLoop::run() {
         watchdog_.capture_on_request(std::move(done));
       },
       events_, [this] { end_open_console_lines(); });
+  if (health_server_) {
+    page_stacks_.emplace(rendezvous_->driver().backend(), health_board_, host_);
+    job_view_.emplace(
+        rendezvous_->driver().backend(), health_board_,
+        [this] {
+          return node_record_to_json(
+              node_record_of(health_state(), true, health_board_.last_progress_unix_s()));
+        },
+        health_server_->port());
+  }
   if (config_.watchdog.heartbeat_timeout && config_.watchdog.straggler_factor > 0) {
     straggler_watch_.emplace(io_, rendezvous_->driver().backend(),
                              StragglerConfig{config_.watchdog.straggler_factor,
@@ -259,11 +274,18 @@ void AgentLoop::start_workers(const RoundInfo& round) {
     pids.push_back(worker.pid);
   fields["pids"] = pids;
   events_.record("workers_started", fields);
+  beats_by_local_rank_.clear();
+  round_timings_.workers_started(RoundTimings::Clock::now());
+  ++rounds_started_;
   watchdog_.group_started(group_->workers());
   std::vector<int> ranks;
   for (const auto& worker : group_->workers())
     ranks.push_back(worker.global_rank);
   stacks_on_demand_->round_started(round, std::move(ranks));
+  if (job_view_)
+    job_view_->round_started(round);
+  if (page_stacks_)
+    page_stacks_->round_started(round);
   if (straggler_watch_) {
     std::vector<WatchedWorker> watched;
     for (const auto& worker : group_->workers())
@@ -372,6 +394,7 @@ void AgentLoop::gather_failures() {
   const WorkerClock::time_point now = WorkerClock::now();
   if (!gathering_since_)
     gathering_since_ = now;
+  round_timings_.interrupted(RoundTimings::Clock::now());
   const FailureGathering gathering(group_->start_spread());
   const FailureGathering::Now facts{now - *gathering_since_, !group_->all_reaped_or_abandoned(),
                                     group_->any_running_worker_runnable()};
@@ -397,12 +420,14 @@ void AgentLoop::report_failures() {
   stopping_ = Stopping::kNo;
   kill_timer_.cancel();
   reap_timer_.cancel();
+  round_timings_.workers_gone(RoundTimings::Clock::now());
   std::vector<WorkerFailure> failures = local_failures();
   report_local_failures(failures);
   rendezvous_->driver().feed(round::WorkersFailed{std::move(failures)});
 }
 
 void AgentLoop::stop_workers(const round::StopWorkers& stop) {
+  round_timings_.interrupted(RoundTimings::Clock::now());
   if (!group_ || group_->all_reaped_or_abandoned()) {
     workers_gone();
     return;
@@ -425,6 +450,10 @@ void AgentLoop::begin_stop(int signal, Stopping why) {
   gathering_since_.reset();
   watchdog_.stop_watching();
   stacks_on_demand_->round_ended();
+  if (job_view_)
+    job_view_->round_ended();
+  if (page_stacks_)
+    page_stacks_->round_ended();
   if (straggler_watch_)
     straggler_watch_->round_ended();
   // The same signal first (a trainer snapshots on SIGTERM), SIGKILL after the timeout.
@@ -497,9 +526,14 @@ void AgentLoop::workers_gone() {
   group_.reset();
   watchdog_.group_gone();
   stacks_on_demand_->round_ended();
+  if (job_view_)
+    job_view_->round_ended();
+  if (page_stacks_)
+    page_stacks_->round_ended();
   if (straggler_watch_)
     straggler_watch_->round_ended();
   stopping_ = Stopping::kNo;
+  round_timings_.workers_gone(RoundTimings::Clock::now());
   report_health();
   rendezvous_->driver().feed(std::move(stopped));
 }
@@ -560,14 +594,23 @@ bool AgentLoop::start_health_server() {
   if (!config_.health_port.port) {
     return true;
   }
+  const std::string token = job_page_token(config_.rendezvous.secret);
   try {
-    health_server_.emplace(config_.health_port.host, *config_.health_port.port,
-                           config_.health_port.stale_after, health_board_);
+    health_server_.emplace(
+        config_.health_port.host, *config_.health_port.port, config_.health_port.stale_after,
+        health_board_,
+        JobPageOptions{token, !token.empty() || config_.health_port.page_stacks_without_secret});
   } catch (const std::exception& error) {
     std::fprintf(stderr, "ddprun: %s\n", error.what());
     events_.record("exit", {{"exit_code", round::kExitFailure}, {"reason", error.what()}});
     return false;
   }
+  events_.observe([this](const std::string& line) {
+    health_board_.add_event(line.ends_with('\n') ? line.substr(0, line.size() - 1) : line);
+  });
+  std::fprintf(stderr, "ddprun: job page: http://%s:%u/job/%s\n", host_.c_str(),
+               static_cast<unsigned>(health_server_->port()),
+               token.empty() ? "" : ("?token=" + token).c_str());
   report_health();
   tick_health();
   return true;
@@ -577,16 +620,64 @@ void AgentLoop::report_health() {
   if (!health_server_) {
     return;
   }
+  health_board_.publish(health_state());
+}
+
+HealthState AgentLoop::health_state() {
   HealthState state;
+  state.job = job_facts();
   if (round_) {
     state.round = round_->round;
     state.restarts = round_->restart_count;
+    state.group_rank = round_->group_rank;
+    state.group_world_size = round_->group_world_size;
+    state.world_size = round_->world_size;
   }
+  state.max_restarts = config_.rendezvous.shape.max_restarts;
+  state.rounds_started = rounds_started_;
+  state.rendezvous = round_timings_.rendezvous();
+  state.restart = round_timings_.restart();
+  const auto intervals =
+      straggler_watch_ ? straggler_watch_->step_intervals() : std::map<int, double>{};
   if (group_) {
-    for (const auto& worker : group_->workers())
-      state.workers[worker.local_rank] = worker_health(worker, stopping_ != Stopping::kNo);
+    for (const auto& worker : group_->workers()) {
+      WorkerHealth& health = state.workers[worker.local_rank];
+      health.state = worker_health(worker, stopping_ != Stopping::kNo);
+      health.global_rank = worker.global_rank;
+      health.pid = worker.pid;
+      if (const auto beats = beats_by_local_rank_.find(worker.local_rank);
+          beats != beats_by_local_rank_.end())
+        health.steps = beats->second;
+      if (const auto it = intervals.find(worker.global_rank); it != intervals.end())
+        health.step_interval_s = it->second;
+    }
   }
-  health_board_.publish(std::move(state));
+  if (straggler_watch_)
+    state.stragglers = straggler_watch_->stragglers();
+  if (job_view_ && round_ && round_->group_rank != 0)
+    state.page_location = job_view_->page_location();
+  return state;
+}
+
+JobFacts AgentLoop::job_facts() const {
+  JobFacts job;
+  job.run_id = config_.rendezvous.run_id;
+  switch (config_.rendezvous.backend) {
+    case RendezvousBackend::c10d:
+      job.backend = "c10d";
+      break;
+    case RendezvousBackend::static_store:
+      job.backend = "static";
+      break;
+    case RendezvousBackend::etcd:
+      job.backend = "etcd";
+      break;
+  }
+  job.host = host_;
+  job.min_nodes = config_.rendezvous.min_nodes;
+  job.max_nodes = config_.rendezvous.max_nodes;
+  job.nproc_per_node = config_.rendezvous.shape.nproc_per_node;
+  return job;
 }
 
 void AgentLoop::tick_health() {
@@ -597,6 +688,10 @@ void AgentLoop::tick_health() {
       return;
     }
     report_health();
+    if (job_view_)
+      job_view_->tick(JobViewExchange::Clock::now());
+    if (page_stacks_)
+      page_stacks_->tick();
     tick_health();
   });
 }
@@ -605,6 +700,10 @@ void AgentLoop::finished(const round::Finish& finish) {
   end_open_console_lines();
   if (stacks_on_demand_)
     stacks_on_demand_->round_ended();  // its wait must not hold up the backend's close
+  if (job_view_)
+    job_view_->round_ended();
+  if (page_stacks_)
+    page_stacks_->round_ended();
   if (straggler_watch_)
     straggler_watch_->round_ended();
   if (!finish.failures.empty() && finish.exit_status == round::kExitFailure) {

@@ -13,6 +13,7 @@
 
 #include <signal.h>
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -23,6 +24,9 @@
 #include "agent/base/round_types.hpp"
 #include "agent/health/health_board.hpp"
 #include "agent/health/health_server.hpp"
+#include "agent/health/job_view_exchange.hpp"
+#include "agent/health/page_stacks.hpp"
+#include "agent/health/round_timings.hpp"
 #include "agent/logs/log_layout.hpp"
 #include "agent/loop/signal_channel.hpp"
 #include "agent/node/node_rendezvous.hpp"
@@ -97,6 +101,8 @@ class AgentLoop final : public rendezvous::backends::RoundListener,
   // The health-check server's side: progress and the round's state, now and on a timer.
   bool start_health_server();
   void report_health();
+  HealthState health_state();
+  JobFacts job_facts() const;
   void tick_health();
 
   const AgentConfig& config_;
@@ -112,6 +118,8 @@ class AgentLoop final : public rendezvous::backends::RoundListener,
   std::unique_ptr<NodeRendezvous> rendezvous_;      // from run() on
   std::optional<StacksOnDemand> stacks_on_demand_;  // with rendezvous_, over its backend
   std::optional<StragglerWatch> straggler_watch_;   // likewise, with heartbeats and a factor
+  std::optional<JobViewExchange> job_view_;         // likewise, with the health port
+  std::optional<PageStacks> page_stacks_;           // likewise
 
   // The running group, and what the loop is doing with it.
   std::optional<WorkerGroup> group_;
@@ -127,8 +135,11 @@ class AgentLoop final : public rendezvous::backends::RoundListener,
   boost::asio::steady_timer reap_timer_;
   boost::asio::steady_timer close_timer_;
   boost::asio::steady_timer health_timer_;
-  HealthBoard health_board_;                   // before the server, which reads it
-  std::optional<HealthServer> health_server_;  // TORCHELASTIC_HEALTH_CHECK_PORT given
+  RoundTimings round_timings_{RoundTimings::Clock::now()};  // for /metrics
+  uint64_t rounds_started_ = 0;
+  std::map<int, uint64_t> beats_by_local_rank_;  // the running group's progress heartbeats
+  HealthBoard health_board_;                     // before the server, which reads it
+  std::optional<HealthServer> health_server_;    // TORCHELASTIC_HEALTH_CHECK_PORT given
   // After io_: their descriptors and timers belong to io_ and must go first.
   HangWatchdog watchdog_;
   std::optional<NodeCheckDriver> node_checks_;  // --health-check given

@@ -36,6 +36,13 @@ int int_field(const json& value, const std::string& name, int low, int high) {
   return static_cast<int>(number);
 }
 
+json stacks_object(const std::map<int, std::string>& stacks) {
+  json object = json::object();
+  for (const auto& [rank, text] : stacks)
+    object[std::to_string(rank)] = text;
+  return object;
+}
+
 // "0-3", "0,2,5": consecutive runs joined.
 std::string rank_ranges(const std::vector<int>& ranks) {
   std::string text;
@@ -54,12 +61,10 @@ std::string rank_ranges(const std::vector<int>& ranks) {
 }  // namespace
 
 std::string stacks_answer_to_json(const StacksAnswer& answer) {
-  return json{{"host", answer.host},
-              {"group_rank", answer.group_rank},
-              {"nodes", answer.nodes},
-              {"stacks_dir", answer.stacks_dir},
-              {"ranks", answer.ranks}}
-      .dump();
+  return json{{"host", answer.host},   {"group_rank", answer.group_rank},
+              {"nodes", answer.nodes}, {"stacks_dir", answer.stacks_dir},
+              {"ranks", answer.ranks}, {"stacks", stacks_object(answer.stacks)}}
+      .dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 StacksAnswer stacks_answer_from_json(const std::string& text) {
@@ -80,6 +85,21 @@ StacksAnswer stacks_answer_from_json(const std::string& text) {
                                 std::to_string(kMaxStacksAnswerRanks) + " ranks");
   for (const json& rank : ranks)
     answer.ranks.push_back(int_field(rank, "ranks", 0, kMaxStacksAnswerNodes * 1024 - 1));
+  // Optional: agents before the job page wrote none.
+  if (const auto it = object.find("stacks"); it != object.end()) {
+    if (!it->is_object() || it->size() > kMaxStacksAnswerRanks)
+      throw std::invalid_argument("'stacks' is not an object of at most " +
+                                  std::to_string(kMaxStacksAnswerRanks) + " ranks");
+    for (const auto& [rank, stack] : it->items()) {
+      const int number = int_field(json::parse(rank, nullptr, false), "a rank of 'stacks'", 0,
+                                   kMaxStacksAnswerNodes * 1024 - 1);
+      if (!stack.is_string() || stack.get_ref<const std::string&>().size() > kMaxStackText)
+        throw std::invalid_argument("the stack of rank " + std::to_string(number) +
+                                    " is not a string of at most " + std::to_string(kMaxStackText) +
+                                    " bytes");
+      answer.stacks[number] = stack.get<std::string>();
+    }
+  }
   return answer;
 }
 

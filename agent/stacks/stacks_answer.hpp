@@ -5,12 +5,17 @@
 // field and bounds every length and count. Pure.
 
 #include <cstddef>
+#include <map>
 #include <string>
 #include <vector>
 
 namespace ddprun::agent {
 
-inline constexpr std::size_t kMaxStacksAnswerBytes = 64 * 1024;
+inline constexpr std::size_t kMaxStacksAnswerBytes = 512 * 1024;
+// The stacks themselves ride along for the job page: each rank's text cut at kMaxStackText, and
+// no more of them once kMaxStacksTextTotal is reached (the files hold them whole).
+inline constexpr std::size_t kMaxStackText = 16 * 1024;
+inline constexpr std::size_t kMaxStacksTextTotal = 384 * 1024;
 inline constexpr std::size_t kMaxStacksAnswerRanks = 4096;
 inline constexpr std::size_t kMaxStacksAnswerText = 4096;  // host, folder
 inline constexpr int kMaxStacksAnswerNodes = 1 << 20;
@@ -21,6 +26,7 @@ struct StacksAnswer {
   int nodes = 1;           // the round's node count, so the asker knows how many to wait for
   std::string stacks_dir;  // empty: nothing captured (no running workers, or it failed)
   std::vector<int> ranks;  // the global ranks whose stacks are there
+  std::map<int, std::string> stacks;  // global rank -> its stack file's text (bounded, above)
 };
 
 std::string stacks_answer_to_json(const StacksAnswer& answer);

@@ -1,6 +1,8 @@
 #include "agent/stacks/stacks_on_demand.hpp"
 
 #include <cstdio>
+#include <fstream>
+#include <map>
 #include <utility>
 
 #include "agent/stacks/stacks_answer.hpp"
@@ -8,6 +10,29 @@
 namespace ddprun::agent {
 
 namespace round = rendezvous::round;
+
+namespace {
+
+// The start of each rank's stack file (<dir>/rank<N>.txt), within the answer's bounds.
+std::map<int, std::string> read_stack_texts(const std::string& dir, const std::vector<int>& ranks) {
+  std::map<int, std::string> texts;
+  std::size_t total = 0;
+  for (const int rank : ranks) {
+    std::ifstream file(dir + "/rank" + std::to_string(rank) + ".txt", std::ios::binary);
+    if (!file)
+      continue;
+    std::string text(kMaxStackText, '\0');
+    file.read(text.data(), static_cast<std::streamsize>(text.size()));
+    text.resize(static_cast<std::size_t>(file.gcount()));
+    if (total + text.size() > kMaxStacksTextTotal)
+      break;
+    total += text.size();
+    texts[rank] = std::move(text);
+  }
+  return texts;
+}
+
+}  // namespace
 
 StacksOnDemand::StacksOnDemand(rendezvous::backends::KvBackend& backend, std::string host,
                                Capture capture, EventLog& events,
@@ -61,8 +86,10 @@ void StacksOnDemand::answer(uint64_t request, const std::string& stacks_dir) {
   answer.group_rank = round_->group_rank;
   answer.nodes = round_->group_world_size;
   answer.stacks_dir = stacks_dir;
-  if (!stacks_dir.empty())
+  if (!stacks_dir.empty()) {
     answer.ranks = ranks_;
+    answer.stacks = read_stack_texts(stacks_dir, ranks_);
+  }
   before_print_();
   std::fprintf(stderr, "ddprun: stacks asked for (ddprun stacks, request %llu): %s\n",
                static_cast<unsigned long long>(request),

@@ -18,6 +18,8 @@ namespace ddprun::rendezvous::backends {
 // counts up from a base of its own, so ids never collide.
 inline constexpr uint64_t kStacksOnDemandOpIds = uint64_t{1} << 62;
 inline constexpr uint64_t kStragglerWatchOpIds = (uint64_t{1} << 62) + (uint64_t{1} << 61);
+inline constexpr uint64_t kJobViewOpIds = (uint64_t{1} << 62) + (uint64_t{1} << 60);
+inline constexpr uint64_t kPageStacksOpIds = (uint64_t{1} << 62) + (uint64_t{1} << 59);
 
 class KvBackend {
  public:

@@ -60,6 +60,16 @@ class RoundKeys {
   std::string stacks_taken(uint64_t r, uint64_t n, int group_rank) const {
     return in_round(r, "stacks_taken/" + std::to_string(n)) + "/" + std::to_string(group_rank);
   }
+  // The job page: request n (its existence asks every node of the round to publish its record
+  // for a while), and each node's record, overwritten while it does (by group rank).
+  std::string job_view_request(uint64_t r, uint64_t n) const {
+    return in_round(r, "job_view/" + std::to_string(n));
+  }
+  std::string job_view_node(uint64_t r, int group_rank) const {
+    return slotted(r, "job_view_node", group_rank);
+  }
+  // Where node 0 serves the job page ("host:port"), for the other nodes' redirects.
+  std::string job_view_page(uint64_t r) const { return in_round(r, "job_view_page"); }
 
   // Keys for slots 1..count.
   template <typename KeyOf>

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -47,6 +48,11 @@ class StragglerWatch {
   // From the heartbeat driver: beats of this local rank arrived now.
   void on_beats(int local_rank, std::size_t beats);
   void forget_worker(int local_rank) { steps_.forget_worker(local_rank); }
+
+  // This node's ranks' median step intervals over the window, by global rank (StepTimes).
+  std::map<int, double> step_intervals() { return steps_.medians(StepTimes::Clock::now()); }
+  // The ranks reported as stragglers in this round now (only the round's node 0 compares).
+  const std::set<int>& stragglers() const { return reported_; }
 
  private:
   void arm();

@@ -1,0 +1,130 @@
+#include "agent/health/node_record.hpp"
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+
+namespace ddprun::agent {
+namespace {
+
+using nlohmann::json;
+
+constexpr int64_t kMaxUnixTime = int64_t{1} << 40;
+constexpr int kMaxRank = 1 << 24;
+constexpr double kMaxInterval = 1e7;
+
+const json& field(const json& object, const char* name) {
+  const auto it = object.find(name);
+  if (it == object.end())
+    throw std::invalid_argument(std::string("'") + name + "' is missing");
+  return *it;
+}
+
+std::string text_field(const json& object, const char* name) {
+  const json& value = field(object, name);
+  if (!value.is_string())
+    throw std::invalid_argument(std::string("'") + name + "' is not a string");
+  std::string text = value.get<std::string>();
+  if (text.size() > kMaxNodeRecordText)
+    throw std::invalid_argument(std::string("'") + name + "' is longer than " +
+                                std::to_string(kMaxNodeRecordText) + " bytes");
+  return text;
+}
+
+int64_t int_field(const json& object, const char* name, int64_t low, int64_t high) {
+  const json& value = field(object, name);
+  if (!value.is_number_integer())
+    throw std::invalid_argument(std::string("'") + name + "' is not an integer");
+  const auto number = value.get<int64_t>();
+  if (number < low || number > high)
+    throw std::invalid_argument(std::string("'") + name + "' is " + std::to_string(number) +
+                                ", not in [" + std::to_string(low) + ", " + std::to_string(high) +
+                                "]");
+  return number;
+}
+
+bool bool_field(const json& object, const char* name) {
+  const json& value = field(object, name);
+  if (!value.is_boolean())
+    throw std::invalid_argument(std::string("'") + name + "' is not a boolean");
+  return value.get<bool>();
+}
+
+RankView rank_from_json(const json& object) {
+  if (!object.is_object())
+    throw std::invalid_argument("a rank is not a JSON object");
+  RankView rank;
+  rank.rank = static_cast<int>(int_field(object, "rank", 0, kMaxRank));
+  rank.local_rank = static_cast<int>(int_field(object, "local_rank", 0, kMaxRank));
+  rank.pid = static_cast<int>(int_field(object, "pid", 0, kMaxRank * int64_t{128}));
+  rank.state = text_field(object, "state");
+  rank.straggler = bool_field(object, "straggler");
+  rank.steps = static_cast<uint64_t>(int_field(object, "steps", 0, int64_t{1} << 50));
+  const json& interval = field(object, "step_interval_s");
+  if (!interval.is_null()) {
+    if (!interval.is_number() || !std::isfinite(interval.get<double>()) ||
+        interval.get<double>() < 0 || interval.get<double>() > kMaxInterval)
+      throw std::invalid_argument("'step_interval_s' is not a number of seconds");
+    rank.step_interval_s = interval.get<double>();
+  }
+  return rank;
+}
+
+}  // namespace
+
+NodeRecord node_record_of(const HealthState& state, bool alive, int64_t last_progress_unix) {
+  NodeRecord record;
+  record.host = state.job.host.substr(0, kMaxNodeRecordText);
+  record.group_rank = state.group_rank;
+  record.alive = alive;
+  record.last_progress_unix = last_progress_unix;
+  record.restarts = state.restarts;
+  for (const auto& [local_rank, worker] : state.workers) {
+    record.ranks.push_back({worker.global_rank, local_rank, worker.pid, worker.state,
+                            worker.step_interval_s, worker.steps,
+                            state.stragglers.contains(worker.global_rank)});
+  }
+  return record;
+}
+
+std::string node_record_to_json(const NodeRecord& record) {
+  json ranks = json::array();
+  for (const auto& rank : record.ranks) {
+    ranks.push_back(
+        {{"rank", rank.rank},
+         {"local_rank", rank.local_rank},
+         {"pid", rank.pid},
+         {"state", rank.state},
+         {"step_interval_s", rank.step_interval_s ? json(*rank.step_interval_s) : json()},
+         {"steps", rank.steps},
+         {"straggler", rank.straggler}});
+  }
+  return json{{"host", record.host},         {"group_rank", record.group_rank},
+              {"alive", record.alive},       {"last_progress_unix", record.last_progress_unix},
+              {"restarts", record.restarts}, {"ranks", ranks}}
+      .dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+NodeRecord node_record_from_json(const std::string& text) {
+  if (text.size() > kMaxNodeRecordBytes)
+    throw std::invalid_argument("the record is longer than " + std::to_string(kMaxNodeRecordBytes) +
+                                " bytes");
+  const json object = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!object.is_object())
+    throw std::invalid_argument("the record is not a JSON object");
+  NodeRecord record;
+  record.host = text_field(object, "host");
+  record.group_rank = static_cast<int>(int_field(object, "group_rank", 0, kMaxRank));
+  record.alive = bool_field(object, "alive");
+  record.last_progress_unix = int_field(object, "last_progress_unix", 0, kMaxUnixTime);
+  record.restarts = static_cast<int>(int_field(object, "restarts", 0, kMaxRank));
+  const json& ranks = field(object, "ranks");
+  if (!ranks.is_array() || ranks.size() > kMaxNodeRecordRanks)
+    throw std::invalid_argument("'ranks' is not an array of at most " +
+                                std::to_string(kMaxNodeRecordRanks) + " ranks");
+  for (const auto& rank : ranks)
+    record.ranks.push_back(rank_from_json(rank));
+  return record;
+}
+
+}  // namespace ddprun::agent
