@@ -50,6 +50,9 @@ RunEnvironment read_run_environment(const EnvLookup& lookup) {
   if (const auto restarts = lookup("TORCHELASTIC_RESTART_COUNT")) {
     env.restart_count = parse_int("TORCHELASTIC_RESTART_COUNT", *restarts, 0, kMaxWorld);
   }
+  if (const auto agent_metrics = lookup("DDPRUN_AGENT_METRICS")) {
+    env.agent_metrics_path = *agent_metrics;
+  }
   if (const auto ifname = lookup("GLOO_SOCKET_IFNAME")) {
     env.gloo_interface = *ifname;
   }

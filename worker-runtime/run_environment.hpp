@@ -17,6 +17,9 @@ struct RunEnvironment {
   bool use_agent_store = false;  // TORCHELASTIC_USE_AGENT_STORE=True: the agent hosts the store
   int64_t restart_count = 0;     // TORCHELASTIC_RESTART_COUNT, names the store prefix
   std::string gloo_interface;    // GLOO_SOCKET_IFNAME, empty when unset
+  // DDPRUN_AGENT_METRICS: where rank 0 also appends its metrics lines, for ddprun's job page
+  // (the agent sets it for the bundled trainer); empty when unset.
+  std::string agent_metrics_path;
 };
 
 using EnvLookup = std::function<std::optional<std::string>(const std::string&)>;

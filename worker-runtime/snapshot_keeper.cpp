@@ -1,5 +1,6 @@
 #include "snapshot_keeper.hpp"
 
+#include <chrono>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -14,6 +15,10 @@ std::string position_text(const TrainingPosition& at) {
          (at.steps_into_epoch > 0
               ? ", " + std::to_string(at.steps_into_epoch) + " steps into the next"
               : std::string());
+}
+
+double unix_seconds_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 std::string seconds_text(double seconds) {
@@ -78,6 +83,8 @@ void SnapshotKeeper::report(const SnapshotWritten& written) {
        seconds_text(written.write_seconds) + " beside the training; the step paid " +
        seconds_text(last_stall_seconds_) + " for the copy");
   record_(nlohmann::json{{"kind", "snapshot"},
+                         {"path", path_},
+                         {"unix_time", unix_seconds_now()},
                          {"finished_epoch", written.position.finished_epoch},
                          {"steps_into_epoch", written.position.steps_into_epoch},
                          {"save_seconds", written.write_seconds},

@@ -109,24 +109,36 @@ std::vector<int64_t> identity_order(size_t n) {
   return order;
 }
 
+// The metrics file the user asked for (a file that cannot be opened stops the run), and the
+// agent's copy for its job page (one that cannot be opened is left out: the page loses its
+// curves, the training goes on).
 class MetricsSink {
  public:
-  explicit MetricsSink(const std::string& path) {
+  MetricsSink(const std::string& path, const std::string& agent_path) {
     if (!path.empty()) {
       file_.emplace(path, std::ios::app);
       if (!*file_) {
         throw ConfigError("cannot open the metrics file " + path);
       }
     }
+    if (!agent_path.empty()) {
+      agent_file_.emplace(agent_path, std::ios::app);
+      if (!*agent_file_) {
+        agent_file_.reset();
+      }
+    }
   }
   void write(const std::string& line) {
-    if (file_) {
-      *file_ << line << '\n' << std::flush;
+    for (auto* file : {&file_, &agent_file_}) {
+      if (*file) {
+        **file << line << '\n' << std::flush;
+      }
     }
   }
 
  private:
   std::optional<std::ofstream> file_;
+  std::optional<std::ofstream> agent_file_;
 };
 
 CharCorpus corpus_of(const TrainerInputs& inputs) {
@@ -240,7 +252,8 @@ Trainer::Trainer(const TrainerInputs& inputs, std::ostream& out)
       precision_(plan_precision(trainer_.precision, trainer_.use_amp,
                                 detect_device_caps(collectives_.device()))),
       autocast_dtype_(autocast_dtype(precision_)),
-      metrics_(rank_ == 0 ? trainer_.metrics_path : std::string()),
+      metrics_(rank_ == 0 ? trainer_.metrics_path : std::string(),
+               rank_ == 0 ? inputs.env.agent_metrics_path : std::string()),
       batches_(corpus_, collectives_.device()) {
   const auto device = collectives_.device();
   apply_matmul_precision(precision_, device);

@@ -33,7 +33,11 @@ struct WorkerHealth {
   // (--watchdog-timeout, with straggler detection on).
   std::optional<double> step_interval_s;
   uint64_t steps = 0;  // progress heartbeats since the group started (--watchdog-timeout)
+  // The step interval over the straggler window, oldest first (kStepSeriesPoints spans; nothing
+  // where no step ended); only while the job page is looked at.
+  std::vector<std::optional<double>> step_series;
 };
+inline constexpr std::size_t kStepSeriesPoints = 30;
 
 // What the job page says of the job and this node, fixed for the agent's life.
 struct JobFacts {
@@ -62,6 +66,9 @@ struct HealthState {
   // Where the job page is served when not here: the round's node 0 ("host:port"), "" when
   // this agent serves it (node 0, no round yet, or node 0 did not say).
   std::string page_location;
+  // Where the bundled trainer's rank 0 copies its metrics lines (trainer_progress.hpp), when it
+  // runs here; "" otherwise.
+  std::string trainer_metrics_path;
 };
 
 // Stacks asked for from the job page (page_stacks.hpp): where the last request stands.

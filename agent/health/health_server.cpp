@@ -9,6 +9,7 @@
 #include "agent/health/job_page_html.hpp"
 #include "agent/health/node_record.hpp"
 #include "agent/health/prometheus_text.hpp"
+#include "agent/health/trainer_progress.hpp"
 #include "rendezvous/store/asio.hpp"
 
 namespace ddprun::agent {
@@ -99,7 +100,11 @@ struct HealthServer::Loop {
       board.note_viewed();
       last_events = board.events_or(last_events);
       last_peers = board.peers_or(last_peers);
-      return http_response(200, job_state_json(last_state, nodes_of(alive), last_events));
+      const nlohmann::json trainer =
+          last_state.trainer_metrics_path.empty()
+              ? nlohmann::json()
+              : trainer_progress(read_tail(last_state.trainer_metrics_path));
+      return http_response(200, job_state_json(last_state, nodes_of(alive), last_events, trainer));
     }
     return http_response(
         alive ? 200 : 503,

@@ -36,7 +36,8 @@ json node_fields(const NodeView& node) {
          {"state", rank.state},
          {"step_interval_s", rank.step_interval_s ? json(*rank.step_interval_s) : json()},
          {"steps", rank.steps},
-         {"straggler", rank.straggler}});
+         {"straggler", rank.straggler},
+         {"step_series", series_json(rank.step_series)}});
   }
   return {{"group_rank", node.group_rank}, {"host", record.host},
           {"alive", record.alive},         {"last_progress_unix", record.last_progress_unix},
@@ -91,7 +92,7 @@ std::string stacks_state_json(const PageStacksState& state, bool enabled) {
 }
 
 std::string job_state_json(const HealthState& state, const std::vector<NodeView>& nodes,
-                           const std::deque<std::string>& events) {
+                           const std::deque<std::string>& events, const json& trainer) {
   json node_list = json::array();
   for (const auto& node : nodes)
     node_list.push_back(node_fields(node));
@@ -101,7 +102,8 @@ std::string job_state_json(const HealthState& state, const std::vector<NodeView>
     if (event.is_object())
       recent.push_back(std::move(event));
   }
-  const json body = {{"job", job_fields(state)}, {"nodes", node_list}, {"events", recent}};
+  const json body = {
+      {"job", job_fields(state)}, {"nodes", node_list}, {"events", recent}, {"trainer", trainer}};
   // Invalid UTF-8 (a node name is bytes) is replaced, never an exception.
   return body.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
 }

@@ -7,11 +7,13 @@
 //          "restarts", "max_restarts"},
 //  "nodes": [{"group_rank", "host", "alive", "last_progress_unix", "restarts",
 //             "ranks": [{"rank", "local_rank", "pid", "state", "steps", "step_interval_s",
-//                        "straggler"}]}
+//                        "straggler", "step_series": [seconds or null, ...]}]}
 //            or {"group_rank", "problem"} for a node whose record is missing or unreadable],
-//  "events": [{"time", "event", "node", ...}, ...]}   (this agent's, oldest first)
+//  "events": [{"time", "event", "node", ...}, ...],   (this agent's, oldest first)
+//  "trainer": the bundled trainer's curves and last snapshot (trainer_progress.hpp), or null}
 
 #include <deque>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -28,8 +30,10 @@ struct NodeView {
   std::string problem;  // without a record: why ("no record yet", or what is wrong with it)
 };
 
+// trainer: trainer_progress.hpp's object when the bundled trainer's rank 0 runs here, else null.
 std::string job_state_json(const HealthState& state, const std::vector<NodeView>& nodes,
-                           const std::deque<std::string>& events);
+                           const std::deque<std::string>& events,
+                           const nlohmann::json& trainer = nullptr);
 
 // /job/api/stacks: {"enabled", "phase": "none"|"capturing"|"done"|"failed", "request",
 //  "problem", "nodes": [{"group_rank", "host", "stacks_dir", "ranks", "stacks": {"<rank>": text}}

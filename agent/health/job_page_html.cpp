@@ -26,6 +26,13 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; }
 #events { font-family: ui-monospace, monospace; font-size: 12px; max-height: 22em; overflow: auto;
           background: #fff; border: 1px solid #ddd; padding: .4em .6em; }
 svg.spark { width: 160px; height: 28px; vertical-align: middle; }
+.charts { display: flex; gap: 1.5em; flex-wrap: wrap; }
+figure { margin: 0; background: #fff; border: 1px solid #ddd; padding: .3em .5em; }
+figcaption { font-size: .85em; color: #555; }
+svg.chart { width: 420px; height: 150px; }
+svg.chart polyline { fill: none; stroke: #1a73e8; stroke-width: 1.5; }
+svg.chart circle { fill: #d93025; }
+svg.chart text { font-size: 10px; fill: #555; }
 #stacks-status { font-weight: normal; color: #666; font-size: .85em; margin-left: .5em; }
 .stack-group { margin: .6em 0; }
 .stack-group h3 { font-size: .95em; margin: .2em 0; }
@@ -43,8 +50,14 @@ svg.spark polyline { fill: none; stroke: #1a73e8; stroke-width: 1.5; }
 <th>last progress</th><th>ranks</th></tr></thead><tbody></tbody></table>
 <h2>Ranks</h2>
 <table id="ranks"><thead><tr><th>rank</th><th>node</th><th>local rank</th><th>pid</th>
-<th>state</th><th>restarts</th><th>steps</th><th>step interval</th><th>last minutes</th></tr></thead>
+<th>state</th><th>restarts</th><th>steps</th><th>step interval</th><th>last minute</th></tr></thead>
 <tbody></tbody></table>
+<div id="training" hidden>
+<h2>Training</h2>
+<div class="charts"><figure><figcaption>train loss (eval: dots)</figcaption><div id="loss-chart"></div></figure>
+<figure><figcaption>tokens/s</figcaption><div id="rate-chart"></div></figure></div>
+<div id="snapshot" class="facts"></div>
+</div>
 <h2>Stacks <button id="stacks-button" type="button">capture stacks</button>
 <span id="stacks-status"></span></h2>
 <div id="stacks"></div>
@@ -54,7 +67,6 @@ svg.spark polyline { fill: none; stroke: #1a73e8; stroke-width: 1.5; }
 "use strict";
 const token = new URLSearchParams(location.search).get("token");
 const api = (path) => path + (token ? "?token=" + encodeURIComponent(token) : "");
-const intervals = new Map();  // rank -> [step interval, ...], the last 120 polls
 const POLL_MS = 2000;
 
 function el(tag, text, cls) {
@@ -86,6 +98,52 @@ function sparkline(points) {
     svg.appendChild(line);
   }
   return svg;
+}
+// A line chart of ys over xs (extra: [x, y] points drawn as dots), with its range written in.
+function chart(xs, ys, extra) {
+  const ns = "http://www.w3.org/2000/svg";
+  const svg = document.createElementNS(ns, "svg");
+  svg.setAttribute("class", "chart");
+  svg.setAttribute("viewBox", "0 0 420 150");
+  const allX = xs.concat(extra.map((p) => p[0])), allY = ys.concat(extra.map((p) => p[1]));
+  if (allX.length === 0) return svg;
+  const x0 = Math.min(...allX), x1 = Math.max(...allX) || 1;
+  const y0 = Math.min(...allY), y1 = Math.max(...allY);
+  const px = (x) => 40 + 370 * (x1 > x0 ? (x - x0) / (x1 - x0) : 0.5);
+  const py = (y) => 135 - 120 * (y1 > y0 ? (y - y0) / (y1 - y0) : 0.5);
+  const line = document.createElementNS(ns, "polyline");
+  line.setAttribute("points", xs.map((x, i) => px(x).toFixed(1) + "," + py(ys[i]).toFixed(1)).join(" "));
+  svg.appendChild(line);
+  for (const [x, y] of extra) {
+    const dot = document.createElementNS(ns, "circle");
+    dot.setAttribute("cx", px(x).toFixed(1)); dot.setAttribute("cy", py(y).toFixed(1));
+    dot.setAttribute("r", "3");
+    svg.appendChild(dot);
+  }
+  const label = (x, y, text) => {
+    const t = document.createElementNS(ns, "text");
+    t.setAttribute("x", x); t.setAttribute("y", y); t.textContent = text;
+    svg.appendChild(t);
+  };
+  const fmt = (v) => Math.abs(v) >= 1000 ? v.toFixed(0) : v.toPrecision(3);
+  label(2, 18, fmt(y1)); label(2, 138, fmt(y0));
+  label(40, 149, "step " + x0); label(360, 149, "step " + x1);
+  return svg;
+}
+function renderTraining(trainer) {
+  const section = document.getElementById("training");
+  section.hidden = !trainer;
+  if (!trainer) return;
+  document.getElementById("loss-chart").replaceChildren(
+    chart(trainer.steps, trainer.train_loss, trainer.eval));
+  document.getElementById("rate-chart").replaceChildren(
+    chart(trainer.steps, trainer.tokens_per_second, []));
+  const s = trainer.snapshot;
+  document.getElementById("snapshot").replaceChildren(s ?
+    el("span", "last snapshot: " + s.path + ", after epoch " + s.finished_epoch +
+       (s.steps_into_epoch ? " + " + s.steps_into_epoch + " steps" : "") + ", " + ago(s.unix_time) +
+       (s.stall_seconds !== null ? "; the step paid " + seconds(s.stall_seconds) : "")) :
+    el("span", "no snapshot written by this run yet"));
 }
 function row(cells) {
   const tr = el("tr");
@@ -119,10 +177,7 @@ function render(state) {
                        {text: node.alive ? "alive" : "stalled", cls: node.alive ? "state-running" : "state-failed"},
                        {text: ago(node.last_progress_unix)}, {text: node.ranks.length, cls: "num"}]));
     for (const r of node.ranks) {
-      const points = intervals.get(r.rank) || [];
-      if (r.step_interval_s !== null) points.push(r.step_interval_s);
-      while (points.length > 120) points.shift();
-      intervals.set(r.rank, points);
+      const points = (r.step_series || []).filter((v) => v !== null);
       const tr = row([{text: r.rank, cls: "num"}, {text: node.host}, {text: r.local_rank, cls: "num"},
                       {text: r.pid, cls: "num"}, {text: r.state, cls: "state-" + r.state},
                       {text: node.restarts, cls: "num"}, {text: r.steps, cls: "num steps"},
@@ -133,6 +188,7 @@ function render(state) {
       rankRows.push(tr);
     }
   }
+  renderTraining(state.trainer);
   nodes.replaceChildren(...nodeRows);
   ranks.replaceChildren(...rankRows);
   const events = document.getElementById("events");

@@ -50,6 +50,15 @@ bool bool_field(const json& object, const char* name) {
   return value.get<bool>();
 }
 
+std::optional<double> seconds_value(const json& value, const char* name) {
+  if (value.is_null())
+    return std::nullopt;
+  if (!value.is_number() || !std::isfinite(value.get<double>()) || value.get<double>() < 0 ||
+      value.get<double>() > kMaxInterval)
+    throw std::invalid_argument(std::string("'") + name + "' is not a number of seconds");
+  return value.get<double>();
+}
+
 RankView rank_from_json(const json& object) {
   if (!object.is_object())
     throw std::invalid_argument("a rank is not a JSON object");
@@ -60,17 +69,25 @@ RankView rank_from_json(const json& object) {
   rank.state = text_field(object, "state");
   rank.straggler = bool_field(object, "straggler");
   rank.steps = static_cast<uint64_t>(int_field(object, "steps", 0, int64_t{1} << 50));
-  const json& interval = field(object, "step_interval_s");
-  if (!interval.is_null()) {
-    if (!interval.is_number() || !std::isfinite(interval.get<double>()) ||
-        interval.get<double>() < 0 || interval.get<double>() > kMaxInterval)
-      throw std::invalid_argument("'step_interval_s' is not a number of seconds");
-    rank.step_interval_s = interval.get<double>();
+  rank.step_interval_s = seconds_value(field(object, "step_interval_s"), "step_interval_s");
+  if (const auto it = object.find("step_series"); it != object.end()) {
+    if (!it->is_array() || it->size() > kMaxStepSeriesPoints)
+      throw std::invalid_argument("'step_series' is not an array of at most " +
+                                  std::to_string(kMaxStepSeriesPoints) + " points");
+    for (const auto& point : *it)
+      rank.step_series.push_back(seconds_value(point, "step_series"));
   }
   return rank;
 }
 
 }  // namespace
+
+nlohmann::json series_json(const std::vector<std::optional<double>>& series) {
+  nlohmann::json points = nlohmann::json::array();
+  for (const auto& point : series)
+    points.push_back(point ? nlohmann::json(*point) : nlohmann::json());
+  return points;
+}
 
 NodeRecord node_record_of(const HealthState& state, bool alive, int64_t last_progress_unix) {
   NodeRecord record;
@@ -82,7 +99,7 @@ NodeRecord node_record_of(const HealthState& state, bool alive, int64_t last_pro
   for (const auto& [local_rank, worker] : state.workers) {
     record.ranks.push_back({worker.global_rank, local_rank, worker.pid, worker.state,
                             worker.step_interval_s, worker.steps,
-                            state.stragglers.contains(worker.global_rank)});
+                            state.stragglers.contains(worker.global_rank), worker.step_series});
   }
   return record;
 }
@@ -97,7 +114,8 @@ std::string node_record_to_json(const NodeRecord& record) {
          {"state", rank.state},
          {"step_interval_s", rank.step_interval_s ? json(*rank.step_interval_s) : json()},
          {"steps", rank.steps},
-         {"straggler", rank.straggler}});
+         {"straggler", rank.straggler},
+         {"step_series", series_json(rank.step_series)}});
   }
   return json{{"host", record.host},         {"group_rank", record.group_rank},
               {"alive", record.alive},       {"last_progress_unix", record.last_progress_unix},

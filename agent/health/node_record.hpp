@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -26,7 +27,9 @@ struct RankView {
   std::optional<double> step_interval_s;
   uint64_t steps = 0;  // progress heartbeats since its group started
   bool straggler = false;
+  std::vector<std::optional<double>> step_series;  // at most kMaxStepSeriesPoints
 };
+inline constexpr std::size_t kMaxStepSeriesPoints = 120;
 
 struct NodeRecord {
   std::string host;
@@ -41,6 +44,8 @@ struct NodeRecord {
 NodeRecord node_record_of(const HealthState& state, bool alive, int64_t last_progress_unix);
 
 std::string node_record_to_json(const NodeRecord& record);
+// A step series as JSON: numbers, null where a span had no step.
+nlohmann::json series_json(const std::vector<std::optional<double>>& series);
 // Throws std::invalid_argument naming the field at fault.
 NodeRecord node_record_from_json(const std::string& text);
 

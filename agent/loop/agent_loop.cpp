@@ -132,7 +132,7 @@ int AgentLoop::run() {
         rendezvous_->driver().backend(), health_board_,
         [this] {
           return node_record_to_json(
-              node_record_of(health_state(), true, health_board_.last_progress_unix_s()));
+              node_record_of(health_state(true), true, health_board_.last_progress_unix_s()));
         },
         health_server_->port());
   }
@@ -216,6 +216,13 @@ std::vector<WorkerLaunch> AgentLoop::plan_workers(const RoundInfo& round) {
   const std::string attempt_dir = logs_.prepare_attempt(round.run_id, round.restart_count,
                                                         config_.rendezvous.shape.nproc_per_node);
   std::vector<WorkerLaunch> launches = plan_launches(round, attempt_dir);
+  // The bundled trainer's rank 0 copies its metrics lines for the job page's curves.
+  trainer_metrics_path_.clear();
+  if (health_server_ && config_.workers.entry_kind == EntryKind::kBundledTrainer &&
+      round.base_global_rank == 0) {
+    trainer_metrics_path_ = attempt_dir + "/trainer_metrics.jsonl";
+    launches.front().env[kAgentMetricsVariable] = trainer_metrics_path_;
+  }
   // Before the spawn: the workers' env names the FIFO and heartbeat descriptor.
   watchdog_.prepare_group(launches, attempt_dir);
   return launches;
@@ -620,12 +627,17 @@ void AgentLoop::report_health() {
   if (!health_server_) {
     return;
   }
-  health_board_.publish(health_state());
+  // The charts' series only while someone looks at the job page.
+  health_board_.publish(health_state(HealthBoard::Clock::now() - health_board_.last_viewed() <
+                                     JobViewExchange::kViewLease));
 }
 
-HealthState AgentLoop::health_state() {
+HealthState AgentLoop::health_state(bool with_series) {
   HealthState state;
-  state.job = job_facts();
+  if (!job_facts_)
+    job_facts_ = job_facts();  // fixed for the agent's life: built once
+  state.job = *job_facts_;
+  state.trainer_metrics_path = trainer_metrics_path_;
   if (round_) {
     state.round = round_->round;
     state.restarts = round_->restart_count;
@@ -639,6 +651,9 @@ HealthState AgentLoop::health_state() {
   state.restart = round_timings_.restart();
   const auto intervals =
       straggler_watch_ ? straggler_watch_->step_intervals() : std::map<int, double>{};
+  const auto series = straggler_watch_ && with_series
+                          ? straggler_watch_->step_series(kStepSeriesPoints)
+                          : std::map<int, std::vector<std::optional<double>>>{};
   if (group_) {
     for (const auto& worker : group_->workers()) {
       WorkerHealth& health = state.workers[worker.local_rank];
@@ -650,6 +665,8 @@ HealthState AgentLoop::health_state() {
         health.steps = beats->second;
       if (const auto it = intervals.find(worker.global_rank); it != intervals.end())
         health.step_interval_s = it->second;
+      if (const auto it = series.find(worker.global_rank); it != series.end())
+        health.step_series = it->second;
     }
   }
   if (straggler_watch_)

@@ -101,7 +101,8 @@ class AgentLoop final : public rendezvous::backends::RoundListener,
   // The health-check server's side: progress and the round's state, now and on a timer.
   bool start_health_server();
   void report_health();
-  HealthState health_state();
+  // with_series: the step-interval charts too (the job page is looked at).
+  HealthState health_state(bool with_series);
   JobFacts job_facts() const;
   void tick_health();
 
@@ -138,8 +139,10 @@ class AgentLoop final : public rendezvous::backends::RoundListener,
   RoundTimings round_timings_{RoundTimings::Clock::now()};  // for /metrics
   uint64_t rounds_started_ = 0;
   std::map<int, uint64_t> beats_by_local_rank_;  // the running group's progress heartbeats
-  HealthBoard health_board_;                     // before the server, which reads it
-  std::optional<HealthServer> health_server_;    // TORCHELASTIC_HEALTH_CHECK_PORT given
+  std::string trainer_metrics_path_;   // where the bundled trainer's rank 0 copies its metrics
+  std::optional<JobFacts> job_facts_;  // for the job page, built at the first report
+  HealthBoard health_board_;           // before the server, which reads it
+  std::optional<HealthServer> health_server_;  // TORCHELASTIC_HEALTH_CHECK_PORT given
   // After io_: their descriptors and timers belong to io_ and must go first.
   HangWatchdog watchdog_;
   std::optional<NodeCheckDriver> node_checks_;  // --health-check given

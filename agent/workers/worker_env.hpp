@@ -12,6 +12,9 @@
 namespace ddprun::agent {
 
 // Everything a worker's environment depends on besides the configuration and the round.
+// For the bundled trainer's rank 0: where it also appends its metrics lines, for the job page.
+inline constexpr const char* kAgentMetricsVariable = "DDPRUN_AGENT_METRICS";
+
 struct WorkerEnvInputs {
   EnvMap inherited;  // the agent's own environment
   int local_rank = 0;

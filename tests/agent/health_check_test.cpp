@@ -129,8 +129,8 @@ TEST_CASE("/metrics: Prometheus' text format, one series per worker state") {
   state.rounds_started = 2;
   state.rendezvous = {2, 1.5, 0.5};
   state.restart = {1, 2.25, 2.25};
-  state.workers[0] = {"running", 4, 100, 0.125};
-  state.workers[1] = {"failed", 5, 101, std::nullopt};
+  state.workers[0] = {"running", 4, 100, 0.125, 7, {}};
+  state.workers[1] = {"failed", 5, 101, std::nullopt, 0, {}};
   state.stragglers = {5};
   const auto samples = parse_exposition(prometheus_text(state, true, 1765000000));
   CHECK(samples.at("ddprun_up") == 1);

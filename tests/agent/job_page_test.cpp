@@ -8,6 +8,7 @@
 #include "agent/health/job_api.hpp"
 #include "agent/health/job_page_access.hpp"
 #include "agent/health/node_record.hpp"
+#include "agent/health/trainer_progress.hpp"
 
 using namespace ddprun::agent;
 
@@ -20,8 +21,8 @@ NodeRecord sample_record() {
   record.alive = true;
   record.last_progress_unix = 1765000000;
   record.restarts = 2;
-  record.ranks = {{2, 0, 4242, "running", 0.125, 17, false},
-                  {3, 1, 4243, "failed", std::nullopt, 0, true}};
+  record.ranks = {{2, 0, 4242, "running", 0.125, 17, false, {0.25, std::nullopt, 0.125}},
+                  {3, 1, 4243, "failed", std::nullopt, 0, true, {}}};
   return record;
 }
 
@@ -65,6 +66,8 @@ TEST_CASE("a node record survives the round trip; a corrupt one is named, never 
   CHECK(back.ranks[0].pid == 4242);
   CHECK(back.ranks[0].step_interval_s == 0.125);
   CHECK(back.ranks[0].steps == 17);
+  CHECK(back.ranks[0].step_series == std::vector<std::optional<double>>{0.25, std::nullopt, 0.125});
+  CHECK(back.ranks[1].step_series.empty());
   CHECK(back.ranks[1].state == "failed");
   CHECK_FALSE(back.ranks[1].step_interval_s);
   CHECK(back.ranks[1].straggler);
@@ -101,6 +104,12 @@ TEST_CASE("a node record survives the round trip; a corrupt one is named, never 
   auto bad_interval = good;
   bad_interval["ranks"][0]["step_interval_s"] = "fast";
   refused(bad_interval.dump(), "'step_interval_s'");
+  auto long_series = good;
+  long_series["ranks"][0]["step_series"] = std::vector<double>(kMaxStepSeriesPoints + 1, 0.1);
+  refused(long_series.dump(), "'step_series' is not an array of at most");
+  auto bad_point = good;
+  bad_point["ranks"][0]["step_series"] = {0.1, -1.0};
+  refused(bad_point.dump(), "'step_series' is not a number of seconds");
   auto bad_state = good;
   bad_state["ranks"][1]["state"] = 7;
   refused(bad_state.dump(), "'state' is not a string");
@@ -116,7 +125,7 @@ TEST_CASE("the job API: the job, every node (or why not), the events; names stay
   state.world_size = 4;
   state.restarts = 1;
   state.max_restarts = 3;
-  state.workers[0] = {"running", 0, 100, 0.5, 9};
+  state.workers[0] = {"running", 0, 100, 0.5, 9, {0.5, 0.5}};
   std::vector<NodeView> nodes{{0, node_record_of(state, true, 1765000000), ""},
                               {1, sample_record(), ""},
                               {2, std::nullopt, "unreadable record: 'host' is missing"}};
@@ -131,6 +140,8 @@ TEST_CASE("the job API: the job, every node (or why not), the events; names stay
   REQUIRE(body["nodes"].size() == 3);
   CHECK(body["nodes"][0]["host"] == "<b>node-a</b>");  // as data; the page shows it as text
   CHECK(body["nodes"][0]["ranks"][0]["steps"] == 9);
+  CHECK(body["nodes"][0]["ranks"][0]["step_series"] == nlohmann::json{0.5, 0.5});
+  CHECK(body["nodes"][1]["ranks"][0]["step_series"] == nlohmann::json{0.25, nullptr, 0.125});
   CHECK(body["nodes"][1]["ranks"].size() == 2);
   CHECK(body["nodes"][2]["problem"] == "unreadable record: 'host' is missing");
   CHECK_FALSE(body["nodes"][2].contains("ranks"));
@@ -141,4 +152,36 @@ TEST_CASE("the job API: the job, every node (or why not), the events; names stay
   bytes.job.host = std::string("bad\xff\xfe", 5);
   std::vector<NodeView> mine{{0, node_record_of(bytes, true, 0), ""}};
   CHECK_NOTHROW(nlohmann::json::parse(job_state_json(bytes, mine, {})));
+}
+
+TEST_CASE("the trainer's progress from its metrics lines: curves thinned, the last snapshot",
+          "[job_page][unit]") {
+  std::string tail = "cut line from before the tail\n";
+  for (int step = 1; step <= 450; ++step)
+    tail += nlohmann::json{{"kind", "step"},
+                           {"global_iter", step},
+                           {"train_loss", 3.0 - step / 300.0},
+                           {"tokens_per_second", 20000 + step}}
+                .dump() +
+            "\n";
+  tail += R"({"kind":"epoch","global_iter":450,"train_loss":1.5,"eval_loss":1.25})"
+          "\n";
+  tail += R"({"kind":"snapshot","path":"snapshot.pt","unix_time":1765000000.5,)"
+          R"("finished_epoch":1,"steps_into_epoch":0,"stall_seconds":0.002})"
+          "\n";
+  tail += R"({"kind":"step","global_iter":"junk"})"
+          "\n{not json\n";
+  const auto progress = ddprun::agent::trainer_progress(tail);
+  const auto& steps = progress["steps"];
+  REQUIRE(steps.size() <= ddprun::agent::kTrainerCurvePoints);
+  CHECK(steps.size() >= ddprun::agent::kTrainerCurvePoints / 2);
+  CHECK(steps.front() == 1);
+  CHECK(progress["train_loss"].size() == steps.size());
+  CHECK(progress["tokens_per_second"].front() == 20001);
+  CHECK(progress["eval"] == nlohmann::json::parse("[[450, 1.25]]"));
+  CHECK(progress["snapshot"]["path"] == "snapshot.pt");
+  CHECK(progress["snapshot"]["finished_epoch"] == 1);
+  CHECK(progress["snapshot"]["unix_time"] == 1765000000.5);
+  CHECK(ddprun::agent::trainer_progress("")["snapshot"].is_null());
+  CHECK(ddprun::agent::read_tail("/nonexistent/metrics.jsonl").empty());
 }

@@ -80,7 +80,21 @@ TEST_CASE("a stacks answer survives the round trip and names what is corrupt", "
   CHECK(corrupt(R"({"host":")" + std::string(5000, 'h') +
                 R"(","stacks_dir":"","nodes":1,"group_rank":0,"ranks":[]})") ==
         "'host' is longer than 4096 bytes");
-  CHECK(corrupt(std::string(70 * 1024, ' ')).starts_with("the record is longer than"));
+  CHECK(corrupt(std::string(ddprun::agent::kMaxStacksAnswerBytes + 1, ' '))
+            .starts_with("the record is longer than"));
+  // The stacks' text rides along for the job page, bounded.
+  answer.stacks = {{2, "wait_for_go (worker.py:5)"}, {3, std::string("\xff\xfe", 2)}};
+  const StacksAnswer with_text =
+      ddprun::agent::stacks_answer_from_json(ddprun::agent::stacks_answer_to_json(answer));
+  CHECK(with_text.stacks.at(2) == "wait_for_go (worker.py:5)");
+  CHECK(with_text.stacks.contains(3));  // invalid UTF-8 replaced, never an exception
+  CHECK(corrupt(R"({"host":"a","stacks_dir":"","nodes":1,"group_rank":0,"ranks":[],)"
+                R"("stacks":{"x":"y"}})")
+            .starts_with("'a rank of 'stacks'' is not an integer"));
+  CHECK(corrupt(R"({"host":"a","stacks_dir":"","nodes":1,"group_rank":0,"ranks":[],)"
+                R"("stacks":{"1":")" +
+                std::string(ddprun::agent::kMaxStackText + 1, 's') + R"("}})")
+            .starts_with("the stack of rank 1 is not a string of at most"));
 }
 
 TEST_CASE("ddprun stacks: every node of a running job says where its ranks' stacks are",

@@ -42,6 +42,32 @@ TEST_CASE("step times: the median interval between beats over the window", "[str
   CHECK(steps.medians(t0 + 31s).empty());
 }
 
+TEST_CASE("step times as a series: the window in equal spans, each span's median",
+          "[straggler][unit]") {
+  StepTimes steps(10s);
+  steps.start_group({WatchedWorker{0, 4, 100}});
+  const auto t0 = StepTimes::Clock::time_point{} + 1000s;
+  // Every 100 ms for the first 2 s of the window, then every 500 ms up to 5.5 s, then nothing.
+  steps.on_beats(0, 1, t0);
+  for (int i = 1; i <= 20; ++i)
+    steps.on_beats(0, 1, t0 + i * 100ms);
+  for (int i = 1; i <= 7; ++i)
+    steps.on_beats(0, 1, t0 + 2s + i * 500ms);
+  const auto series = steps.series(t0 + 10s, 5);  // spans of 2 s from t0
+  REQUIRE(series.size() == 1);
+  const auto& points = series.at(4);
+  REQUIRE(points.size() == 5);
+  REQUIRE(points[0]);
+  CHECK(*points[0] == Approx(0.1));
+  REQUIRE(points[1]);
+  CHECK(*points[1] == Approx(0.5));
+  REQUIRE(points[2]);
+  CHECK(*points[2] == Approx(0.5));
+  CHECK_FALSE(points[3]);  // no step ended there
+  CHECK_FALSE(points[4]);
+  CHECK(steps.series(t0 + 10s, 0).empty());
+}
+
 TEST_CASE("stragglers: slower than the job's median by the factor", "[straggler][unit]") {
   const std::vector<NodeStepTimes> nodes = {{"a", {{0, 0.10}, {1, 0.11}}},
                                             {"b", {{2, 0.10}, {3, 0.45}}}};

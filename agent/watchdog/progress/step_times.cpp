@@ -30,6 +30,16 @@ void StepTimes::forget_worker(int local_rank) {
   std::erase_if(ranks_, [&](const Rank& r) { return r.worker.local_rank == local_rank; });
 }
 
+namespace {
+
+double median_of(std::vector<double>& seconds) {
+  const auto middle = seconds.begin() + static_cast<std::ptrdiff_t>(seconds.size() / 2);
+  std::nth_element(seconds.begin(), middle, seconds.end());
+  return *middle;
+}
+
+}  // namespace
+
 std::map<int, double> StepTimes::medians(TimePoint now) {
   std::map<int, double> out;
   for (Rank& rank : ranks_) {
@@ -41,9 +51,30 @@ std::map<int, double> StepTimes::medians(TimePoint now) {
     seconds.reserve(rank.intervals.size());
     for (const auto& interval : rank.intervals)
       seconds.push_back(interval.second);
-    const auto middle = seconds.begin() + static_cast<std::ptrdiff_t>(seconds.size() / 2);
-    std::nth_element(seconds.begin(), middle, seconds.end());
-    out[rank.worker.global_rank] = *middle;
+    out[rank.worker.global_rank] = median_of(seconds);
+  }
+  return out;
+}
+
+std::map<int, std::vector<std::optional<double>>> StepTimes::series(TimePoint now,
+                                                                    std::size_t buckets) {
+  std::map<int, std::vector<std::optional<double>>> out;
+  if (buckets == 0)
+    return out;
+  const TimePoint start = now - window_;
+  const auto span =
+      std::chrono::duration_cast<Clock::duration>(window_) / static_cast<Clock::rep>(buckets);
+  for (Rank& rank : ranks_) {
+    std::vector<std::vector<double>> in_bucket(buckets);
+    for (const auto& [end, seconds] : rank.intervals) {
+      if (end < start || end > now || span.count() <= 0)
+        continue;
+      const auto index = static_cast<std::size_t>((end - start) / span);
+      in_bucket[std::min(index, buckets - 1)].push_back(seconds);
+    }
+    auto& points = out[rank.worker.global_rank];
+    for (auto& values : in_bucket)
+      points.push_back(values.empty() ? std::nullopt : std::optional<double>(median_of(values)));
   }
   return out;
 }

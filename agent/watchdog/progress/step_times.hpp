@@ -38,6 +38,9 @@ class StepTimes {
   // The median step interval in seconds of each global rank with kMinStepSamples intervals
   // that ended within the window before now.
   std::map<int, double> medians(TimePoint now);
+  // For a chart: the window cut into `buckets` equal spans, oldest first, each the median
+  // interval that ended in it (nothing where none did), by global rank.
+  std::map<int, std::vector<std::optional<double>>> series(TimePoint now, std::size_t buckets);
 
  private:
   struct Rank {

@@ -51,6 +51,10 @@ class StragglerWatch {
 
   // This node's ranks' median step intervals over the window, by global rank (StepTimes).
   std::map<int, double> step_intervals() { return steps_.medians(StepTimes::Clock::now()); }
+  // The same over time, for the job page's charts (StepTimes::series).
+  std::map<int, std::vector<std::optional<double>>> step_series(std::size_t buckets) {
+    return steps_.series(StepTimes::Clock::now(), buckets);
+  }
   // The ranks reported as stragglers in this round now (only the round's node 0 compares).
   const std::set<int>& stragglers() const { return reported_; }
 
