@@ -1,6 +1,7 @@
 #include "agent/health/health_http.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <nlohmann/json.hpp>
 
 namespace ddprun::agent {
@@ -68,13 +69,43 @@ HealthRequest classify_request(std::string_view head) {
   return method == "POST" ? HealthRequest::kPost : HealthRequest::kOtherVerb;
 }
 
-std::string_view request_path(std::string_view head) {
-  std::string_view line = head.substr(0, head.find('\n'));
+std::string_view request_target(std::string_view head) {
+  const std::string_view line = head.substr(0, head.find('\n'));
   const auto first_space = line.find(' ');
   if (first_space == std::string_view::npos)
     return {};
-  std::string_view target = line.substr(first_space + 1);
-  target = target.substr(0, target.find(' '));
+  const std::string_view target = line.substr(first_space + 1);
+  return target.substr(0, target.find(' '));
+}
+
+std::string_view header_value(std::string_view head, std::string_view name) {
+  std::size_t at = head.find('\n');
+  while (at != std::string_view::npos && at + 1 < head.size()) {
+    const std::size_t start = at + 1;
+    const std::size_t end = head.find('\n', start);
+    std::string_view line = head.substr(start, end == std::string_view::npos ? end : end - start);
+    if (!line.empty() && line.back() == '\r')
+      line.remove_suffix(1);
+    const auto colon = line.find(':');
+    if (colon == name.size()) {
+      bool same = true;
+      for (std::size_t i = 0; i < name.size() && same; ++i)
+        same = std::tolower(static_cast<unsigned char>(line[i])) ==
+               std::tolower(static_cast<unsigned char>(name[i]));
+      if (same) {
+        std::string_view value = line.substr(colon + 1);
+        while (!value.empty() && (value.front() == ' ' || value.front() == '\t'))
+          value.remove_prefix(1);
+        return value;
+      }
+    }
+    at = end;
+  }
+  return {};
+}
+
+std::string_view request_path(std::string_view head) {
+  const std::string_view target = request_target(head);
   return target.substr(0, target.find_first_of("?#"));
 }
 

@@ -37,8 +37,12 @@ std::size_t end_of_head(std::string_view received);
 // What the head's request line, "METHOD TARGET HTTP/x.y", asks for.
 HealthRequest classify_request(std::string_view head);
 
-// The path of a well-formed head's target, without its query ("?...") or fragment.
+// A well-formed head's target, as sent ("/job/api/state?token=..."), and its path without its
+// query ("?...") or fragment.
+std::string_view request_target(std::string_view head);
 std::string_view request_path(std::string_view head);
+// The value of the head's header `name` (any case), without leading blanks; "" when absent.
+std::string_view header_value(std::string_view head, std::string_view name);
 HealthRoute route_of(std::string_view path);
 
 // {"alive": ..., "last_progress_unix": ..., "stale_after_s": ..., "round": ..., "restarts": ...,

@@ -31,10 +31,7 @@ std::string url_location(const std::string& location) {
 
 // The target's query ("?..." or ""), printable ASCII only, for a redirect's Location header.
 std::string printable_query(std::string_view head) {
-  std::string_view line = head.substr(0, head.find('\n'));
-  const auto first_space = line.find(' ');
-  std::string_view target = line.substr(first_space + 1);
-  target = target.substr(0, target.find(' '));
+  const std::string_view target = request_target(head);
   const auto question = target.find('?');
   std::string query;
   if (question == std::string_view::npos)

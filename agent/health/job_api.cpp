@@ -26,22 +26,9 @@ json job_fields(const HealthState& state) {
 json node_fields(const NodeView& node) {
   if (!node.record)
     return {{"group_rank", node.group_rank}, {"problem", node.problem}};
-  const NodeRecord& record = *node.record;
-  json ranks = json::array();
-  for (const auto& rank : record.ranks) {
-    ranks.push_back(
-        {{"rank", rank.rank},
-         {"local_rank", rank.local_rank},
-         {"pid", rank.pid},
-         {"state", rank.state},
-         {"step_interval_s", rank.step_interval_s ? json(*rank.step_interval_s) : json()},
-         {"steps", rank.steps},
-         {"straggler", rank.straggler},
-         {"step_series", series_json(rank.step_series)}});
-  }
-  return {{"group_rank", node.group_rank}, {"host", record.host},
-          {"alive", record.alive},         {"last_progress_unix", record.last_progress_unix},
-          {"restarts", record.restarts},   {"ranks", ranks}};
+  json fields = node_record_json(*node.record);
+  fields["group_rank"] = node.group_rank;  // its key says which node it is
+  return fields;
 }
 
 const char* phase_name(PageStacksState::Phase phase) {

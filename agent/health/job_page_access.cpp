@@ -1,7 +1,6 @@
 #include "agent/health/job_page_access.hpp"
 
-#include <cctype>
-
+#include "agent/health/health_http.hpp"
 #include "rendezvous/store/sha256.hpp"
 
 namespace ddprun::agent {
@@ -9,39 +8,8 @@ namespace {
 
 constexpr std::size_t kTokenBytes = 16;
 
-std::string_view header_value(std::string_view head, std::string_view name) {
-  std::size_t at = head.find('\n');
-  while (at != std::string_view::npos && at + 1 < head.size()) {
-    const std::size_t start = at + 1;
-    const std::size_t end = head.find('\n', start);
-    std::string_view line = head.substr(start, end == std::string_view::npos ? end : end - start);
-    if (!line.empty() && line.back() == '\r')
-      line.remove_suffix(1);
-    const auto colon = line.find(':');
-    if (colon == name.size()) {
-      bool same = true;
-      for (std::size_t i = 0; i < name.size() && same; ++i)
-        same = std::tolower(static_cast<unsigned char>(line[i])) ==
-               std::tolower(static_cast<unsigned char>(name[i]));
-      if (same) {
-        std::string_view value = line.substr(colon + 1);
-        while (!value.empty() && (value.front() == ' ' || value.front() == '\t'))
-          value.remove_prefix(1);
-        return value;
-      }
-    }
-    at = end;
-  }
-  return {};
-}
-
 std::string_view query_token(std::string_view head) {
-  std::string_view line = head.substr(0, head.find('\n'));
-  const auto first_space = line.find(' ');
-  if (first_space == std::string_view::npos)
-    return {};
-  std::string_view target = line.substr(first_space + 1);
-  target = target.substr(0, target.find(' '));
+  std::string_view target = request_target(head);
   target = target.substr(0, target.find('#'));
   const auto question = target.find('?');
   if (question == std::string_view::npos)

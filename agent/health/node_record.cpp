@@ -4,6 +4,8 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
+#include "agent/base/json_fields.hpp"
+
 namespace ddprun::agent {
 namespace {
 
@@ -13,41 +15,12 @@ constexpr int64_t kMaxUnixTime = int64_t{1} << 40;
 constexpr int kMaxRank = 1 << 24;
 constexpr double kMaxInterval = 1e7;
 
-const json& field(const json& object, const char* name) {
-  const auto it = object.find(name);
-  if (it == object.end())
-    throw std::invalid_argument(std::string("'") + name + "' is missing");
-  return *it;
-}
-
 std::string text_field(const json& object, const char* name) {
-  const json& value = field(object, name);
-  if (!value.is_string())
-    throw std::invalid_argument(std::string("'") + name + "' is not a string");
-  std::string text = value.get<std::string>();
-  if (text.size() > kMaxNodeRecordText)
-    throw std::invalid_argument(std::string("'") + name + "' is longer than " +
-                                std::to_string(kMaxNodeRecordText) + " bytes");
-  return text;
+  return json_text(object, name, kMaxNodeRecordText);
 }
 
 int64_t int_field(const json& object, const char* name, int64_t low, int64_t high) {
-  const json& value = field(object, name);
-  if (!value.is_number_integer())
-    throw std::invalid_argument(std::string("'") + name + "' is not an integer");
-  const auto number = value.get<int64_t>();
-  if (number < low || number > high)
-    throw std::invalid_argument(std::string("'") + name + "' is " + std::to_string(number) +
-                                ", not in [" + std::to_string(low) + ", " + std::to_string(high) +
-                                "]");
-  return number;
-}
-
-bool bool_field(const json& object, const char* name) {
-  const json& value = field(object, name);
-  if (!value.is_boolean())
-    throw std::invalid_argument(std::string("'") + name + "' is not a boolean");
-  return value.get<bool>();
+  return json_integer(json_field(object, name), name, low, high);
 }
 
 std::optional<double> seconds_value(const json& value, const char* name) {
@@ -67,9 +40,9 @@ RankView rank_from_json(const json& object) {
   rank.local_rank = static_cast<int>(int_field(object, "local_rank", 0, kMaxRank));
   rank.pid = static_cast<int>(int_field(object, "pid", 0, kMaxRank * int64_t{128}));
   rank.state = text_field(object, "state");
-  rank.straggler = bool_field(object, "straggler");
+  rank.straggler = json_flag(object, "straggler");
   rank.steps = static_cast<uint64_t>(int_field(object, "steps", 0, int64_t{1} << 50));
-  rank.step_interval_s = seconds_value(field(object, "step_interval_s"), "step_interval_s");
+  rank.step_interval_s = seconds_value(json_field(object, "step_interval_s"), "step_interval_s");
   if (const auto it = object.find("step_series"); it != object.end()) {
     if (!it->is_array() || it->size() > kMaxStepSeriesPoints)
       throw std::invalid_argument("'step_series' is not an array of at most " +
@@ -80,14 +53,14 @@ RankView rank_from_json(const json& object) {
   return rank;
 }
 
-}  // namespace
-
-nlohmann::json series_json(const std::vector<std::optional<double>>& series) {
-  nlohmann::json points = nlohmann::json::array();
+json series_json(const std::vector<std::optional<double>>& series) {
+  json points = json::array();
   for (const auto& point : series)
-    points.push_back(point ? nlohmann::json(*point) : nlohmann::json());
+    points.push_back(point ? json(*point) : json());
   return points;
 }
+
+}  // namespace
 
 NodeRecord node_record_of(const HealthState& state, bool alive, int64_t last_progress_unix) {
   NodeRecord record;
@@ -104,7 +77,7 @@ NodeRecord node_record_of(const HealthState& state, bool alive, int64_t last_pro
   return record;
 }
 
-std::string node_record_to_json(const NodeRecord& record) {
+json node_record_json(const NodeRecord& record) {
   json ranks = json::array();
   for (const auto& rank : record.ranks) {
     ranks.push_back(
@@ -117,10 +90,13 @@ std::string node_record_to_json(const NodeRecord& record) {
          {"straggler", rank.straggler},
          {"step_series", series_json(rank.step_series)}});
   }
-  return json{{"host", record.host},         {"group_rank", record.group_rank},
-              {"alive", record.alive},       {"last_progress_unix", record.last_progress_unix},
-              {"restarts", record.restarts}, {"ranks", ranks}}
-      .dump(-1, ' ', false, json::error_handler_t::replace);
+  return {{"host", record.host},         {"group_rank", record.group_rank},
+          {"alive", record.alive},       {"last_progress_unix", record.last_progress_unix},
+          {"restarts", record.restarts}, {"ranks", ranks}};
+}
+
+std::string node_record_to_json(const NodeRecord& record) {
+  return node_record_json(record).dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 NodeRecord node_record_from_json(const std::string& text) {
@@ -133,10 +109,10 @@ NodeRecord node_record_from_json(const std::string& text) {
   NodeRecord record;
   record.host = text_field(object, "host");
   record.group_rank = static_cast<int>(int_field(object, "group_rank", 0, kMaxRank));
-  record.alive = bool_field(object, "alive");
+  record.alive = json_flag(object, "alive");
   record.last_progress_unix = int_field(object, "last_progress_unix", 0, kMaxUnixTime);
   record.restarts = static_cast<int>(int_field(object, "restarts", 0, kMaxRank));
-  const json& ranks = field(object, "ranks");
+  const json& ranks = json_field(object, "ranks");
   if (!ranks.is_array() || ranks.size() > kMaxNodeRecordRanks)
     throw std::invalid_argument("'ranks' is not an array of at most " +
                                 std::to_string(kMaxNodeRecordRanks) + " ranks");

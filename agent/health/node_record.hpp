@@ -43,9 +43,8 @@ struct NodeRecord {
 // This node's record, from what its loop published.
 NodeRecord node_record_of(const HealthState& state, bool alive, int64_t last_progress_unix);
 
+nlohmann::json node_record_json(const NodeRecord& record);
 std::string node_record_to_json(const NodeRecord& record);
-// A step series as JSON: numbers, null where a span had no step.
-nlohmann::json series_json(const std::vector<std::optional<double>>& series);
 // Throws std::invalid_argument naming the field at fault.
 NodeRecord node_record_from_json(const std::string& text);
 

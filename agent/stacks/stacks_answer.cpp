@@ -3,37 +3,19 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
+#include "agent/base/json_fields.hpp"
+
 namespace ddprun::agent {
 namespace {
 
 using nlohmann::json;
 
-const json& field(const json& object, const char* name) {
-  const auto it = object.find(name);
-  if (it == object.end())
-    throw std::invalid_argument(std::string("'") + name + "' is missing");
-  return *it;
-}
-
 std::string text_field(const json& object, const char* name) {
-  const json& value = field(object, name);
-  if (!value.is_string())
-    throw std::invalid_argument(std::string("'") + name + "' is not a string");
-  std::string text = value.get<std::string>();
-  if (text.size() > kMaxStacksAnswerText)
-    throw std::invalid_argument(std::string("'") + name + "' is longer than " +
-                                std::to_string(kMaxStacksAnswerText) + " bytes");
-  return text;
+  return json_text(object, name, kMaxStacksAnswerText);
 }
 
 int int_field(const json& value, const std::string& name, int low, int high) {
-  if (!value.is_number_integer())
-    throw std::invalid_argument("'" + name + "' is not an integer");
-  const auto number = value.get<long long>();
-  if (number < low || number > high)
-    throw std::invalid_argument("'" + name + "' is " + std::to_string(number) + ", not in [" +
-                                std::to_string(low) + ", " + std::to_string(high) + "]");
-  return static_cast<int>(number);
+  return static_cast<int>(json_integer(value, name, low, high));
 }
 
 json stacks_object(const std::map<int, std::string>& stacks) {
@@ -77,9 +59,10 @@ StacksAnswer stacks_answer_from_json(const std::string& text) {
   StacksAnswer answer;
   answer.host = text_field(object, "host");
   answer.stacks_dir = text_field(object, "stacks_dir");
-  answer.nodes = int_field(field(object, "nodes"), "nodes", 1, kMaxStacksAnswerNodes);
-  answer.group_rank = int_field(field(object, "group_rank"), "group_rank", 0, answer.nodes - 1);
-  const json& ranks = field(object, "ranks");
+  answer.nodes = int_field(json_field(object, "nodes"), "nodes", 1, kMaxStacksAnswerNodes);
+  answer.group_rank =
+      int_field(json_field(object, "group_rank"), "group_rank", 0, answer.nodes - 1);
+  const json& ranks = json_field(object, "ranks");
   if (!ranks.is_array() || ranks.size() > kMaxStacksAnswerRanks)
     throw std::invalid_argument("'ranks' is not an array of at most " +
                                 std::to_string(kMaxStacksAnswerRanks) + " ranks");
