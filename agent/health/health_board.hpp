@@ -69,6 +69,8 @@ struct HealthState {
   // Where the bundled trainer's rank 0 copies its metrics lines (trainer_progress.hpp), when it
   // runs here; "" otherwise.
   std::string trainer_metrics_path;
+  // --health-check: "passed", or "failed: <reason>", of the last node check; "" without checks.
+  std::string node_check;
 };
 
 // Stacks asked for from the job page (page_stacks.hpp): where the last request stands.

@@ -5,7 +5,7 @@
 //
 // {"job": {"run_id", "backend", "round", "world_size", "nodes": {"min", "max", "now"},
 //          "restarts", "max_restarts"},
-//  "nodes": [{"group_rank", "host", "alive", "last_progress_unix", "restarts",
+//  "nodes": [{"group_rank", "host", "alive", "last_progress_unix", "restarts", "node_check",
 //             "ranks": [{"rank", "local_rank", "pid", "state", "steps", "step_interval_s",
 //                        "straggler", "step_series": [seconds or null, ...]}]}
 //            or {"group_rank", "problem"} for a node whose record is missing or unreadable],

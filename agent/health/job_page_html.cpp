@@ -47,7 +47,7 @@ svg.spark polyline { fill: none; stroke: #1a73e8; stroke-width: 1.5; }
 <div class="facts" id="facts"></div>
 <h2>Nodes</h2>
 <table id="nodes"><thead><tr><th>group rank</th><th>host</th><th>agent</th>
-<th>last progress</th><th>ranks</th></tr></thead><tbody></tbody></table>
+<th>last progress</th><th>node check</th><th>ranks</th></tr></thead><tbody></tbody></table>
 <h2>Ranks</h2>
 <table id="ranks"><thead><tr><th>rank</th><th>node</th><th>local rank</th><th>pid</th>
 <th>state</th><th>restarts</th><th>steps</th><th>step interval</th><th>last minute</th></tr></thead>
@@ -170,12 +170,15 @@ function render(state) {
   for (const node of state.nodes) {
     if (!node.ranks) {
       nodeRows.push(row([{text: node.group_rank}, {text: ""}, {text: node.problem, cls: "state-stopping"},
-                         {text: ""}, {text: ""}]));
+                         {text: ""}, {text: ""}, {text: ""}]));
       continue;
     }
     nodeRows.push(row([{text: node.group_rank}, {text: node.host},
                        {text: node.alive ? "alive" : "stalled", cls: node.alive ? "state-running" : "state-failed"},
-                       {text: ago(node.last_progress_unix)}, {text: node.ranks.length, cls: "num"}]));
+                       {text: ago(node.last_progress_unix)},
+                       {text: node.node_check || "none (no --health-check)",
+                        cls: node.node_check.startsWith("failed") ? "state-failed" : ""},
+                       {text: node.ranks.length, cls: "num"}]));
     for (const r of node.ranks) {
       const points = (r.step_series || []).filter((v) => v !== null);
       const tr = row([{text: r.rank, cls: "num"}, {text: node.host}, {text: r.local_rank, cls: "num"},

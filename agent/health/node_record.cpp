@@ -69,6 +69,7 @@ NodeRecord node_record_of(const HealthState& state, bool alive, int64_t last_pro
   record.alive = alive;
   record.last_progress_unix = last_progress_unix;
   record.restarts = state.restarts;
+  record.node_check = state.node_check.substr(0, kMaxNodeRecordText);
   for (const auto& [local_rank, worker] : state.workers) {
     record.ranks.push_back({worker.global_rank, local_rank, worker.pid, worker.state,
                             worker.step_interval_s, worker.steps,
@@ -90,9 +91,13 @@ json node_record_json(const NodeRecord& record) {
          {"straggler", rank.straggler},
          {"step_series", series_json(rank.step_series)}});
   }
-  return {{"host", record.host},         {"group_rank", record.group_rank},
-          {"alive", record.alive},       {"last_progress_unix", record.last_progress_unix},
-          {"restarts", record.restarts}, {"ranks", ranks}};
+  return {{"host", record.host},
+          {"group_rank", record.group_rank},
+          {"alive", record.alive},
+          {"last_progress_unix", record.last_progress_unix},
+          {"restarts", record.restarts},
+          {"node_check", record.node_check},
+          {"ranks", ranks}};
 }
 
 std::string node_record_to_json(const NodeRecord& record) {
@@ -112,6 +117,7 @@ NodeRecord node_record_from_json(const std::string& text) {
   record.alive = json_flag(object, "alive");
   record.last_progress_unix = int_field(object, "last_progress_unix", 0, kMaxUnixTime);
   record.restarts = static_cast<int>(int_field(object, "restarts", 0, kMaxRank));
+  record.node_check = text_field(object, "node_check");
   const json& ranks = json_field(object, "ranks");
   if (!ranks.is_array() || ranks.size() > kMaxNodeRecordRanks)
     throw std::invalid_argument("'ranks' is not an array of at most " +

@@ -37,6 +37,7 @@ struct NodeRecord {
   bool alive = true;
   int64_t last_progress_unix = 0;
   int restarts = 0;
+  std::string node_check;  // the last node check's result, "" without --health-check
   std::vector<RankView> ranks;
 };
 

@@ -84,6 +84,7 @@ AgentLoop::AgentLoop(const AgentConfig& config, SignalChannel& signals, EventLog
     node_checks_.emplace(io_, config, inherited_env_, [this](round::NodeChecked checked) {
       if (checked.passed)  // a failure is the machine's notice, with the round and the retry
         events_.record("node_check_passed");
+      node_check_result_ = checked.passed ? "passed" : "failed: " + checked.reason;
       if (rendezvous_ && !exit_status_)
         rendezvous_->driver().feed(std::move(checked));
     });
@@ -638,6 +639,7 @@ HealthState AgentLoop::health_state(bool with_series) {
     job_facts_ = job_facts();  // fixed for the agent's life: built once
   state.job = *job_facts_;
   state.trainer_metrics_path = trainer_metrics_path_;
+  state.node_check = node_check_result_;
   if (round_) {
     state.round = round_->round;
     state.restarts = round_->restart_count;

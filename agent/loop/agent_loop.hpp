@@ -139,9 +139,11 @@ class AgentLoop final : public rendezvous::backends::RoundListener,
   RoundTimings round_timings_{RoundTimings::Clock::now()};  // for /metrics
   uint64_t rounds_started_ = 0;
   std::map<int, uint64_t> beats_by_local_rank_;  // the running group's progress heartbeats
-  std::string trainer_metrics_path_;   // where the bundled trainer's rank 0 copies its metrics
-  std::optional<JobFacts> job_facts_;  // for the job page, built at the first report
-  HealthBoard health_board_;           // before the server, which reads it
+  std::string trainer_metrics_path_;  // where the bundled trainer's rank 0 copies its metrics
+  std::optional<JobFacts> job_facts_;
+  std::string node_check_result_;  // --health-check: the last one, for the job page  // for the job
+                                   // page, built at the first report
+  HealthBoard health_board_;       // before the server, which reads it
   std::optional<HealthServer> health_server_;  // TORCHELASTIC_HEALTH_CHECK_PORT given
   // After io_: their descriptors and timers belong to io_ and must go first.
   HangWatchdog watchdog_;

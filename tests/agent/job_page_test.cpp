@@ -21,6 +21,7 @@ NodeRecord sample_record() {
   record.alive = true;
   record.last_progress_unix = 1765000000;
   record.restarts = 2;
+  record.node_check = "failed: no GPU";
   record.ranks = {{2, 0, 4242, "running", 0.125, 17, false, {0.25, std::nullopt, 0.125}},
                   {3, 1, 4243, "failed", std::nullopt, 0, true, {}}};
   return record;
@@ -61,6 +62,7 @@ TEST_CASE("a node record survives the round trip; a corrupt one is named, never 
   CHECK(back.host == "node-b");
   CHECK(back.group_rank == 1);
   CHECK(back.restarts == 2);
+  CHECK(back.node_check == "failed: no GPU");
   REQUIRE(back.ranks.size() == 2);
   CHECK(back.ranks[0].rank == 2);
   CHECK(back.ranks[0].pid == 4242);
@@ -85,7 +87,8 @@ TEST_CASE("a node record survives the round trip; a corrupt one is named, never 
   refused("", "not a JSON object");
   refused("[1,2]", "not a JSON object");
   refused(std::string(kMaxNodeRecordBytes + 1, ' '), "longer than");
-  for (const char* name : {"host", "group_rank", "alive", "last_progress_unix", "ranks"}) {
+  for (const char* name :
+       {"host", "group_rank", "alive", "last_progress_unix", "node_check", "ranks"}) {
     auto missing = good;
     missing.erase(name);
     refused(missing.dump(), std::string("'") + name + "' is missing");
