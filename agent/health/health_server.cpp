@@ -1,6 +1,9 @@
 #include "agent/health/health_server.hpp"
 
+#include <algorithm>
 #include <array>
+#include <chrono>
+#include <optional>
 #include <stdexcept>
 
 #include "agent/health/health_http.hpp"
@@ -27,6 +30,18 @@ std::string url_location(const std::string& location) {
   const auto colon = location.rfind(':');
   const std::string host = location.substr(0, colon);
   return (host.find(':') == std::string::npos ? host : "[" + host + "]") + location.substr(colon);
+}
+
+// Since the bundled trainer's last snapshot, from the metrics lines its rank 0 copies here.
+std::optional<double> last_snapshot_age(const std::string& trainer_metrics_path) {
+  if (trainer_metrics_path.empty())
+    return std::nullopt;
+  const auto snapshot = trainer_progress(read_tail(trainer_metrics_path))["snapshot"];
+  if (!snapshot.is_object() || !snapshot["unix_time"].is_number())
+    return std::nullopt;
+  const double now =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  return std::max(0.0, now - snapshot["unix_time"].get<double>());
 }
 
 // The target's query ("?..." or ""), printable ASCII only, for a redirect's Location header.
@@ -83,7 +98,9 @@ struct HealthServer::Loop {
     if (route == HealthRoute::kJobPageRedirect)
       return redirect_response("/job/" + printable_query(head));
     if (route == HealthRoute::kMetrics)
-      return http_response(200, prometheus_text(last_state, alive, board.last_progress_unix_s()),
+      return http_response(200,
+                           prometheus_text(last_state, alive, board.last_progress_unix_s(),
+                                           last_snapshot_age(last_state.trainer_metrics_path)),
                            kPrometheusContentType);
     if (route == HealthRoute::kJobStacks) {
       if (post && page.stacks)

@@ -119,10 +119,16 @@ std::string prometheus_label_value(const std::string& value) {
   return escaped;
 }
 
-std::string prometheus_text(const HealthState& state, bool alive, int64_t last_progress_unix_s) {
+std::string prometheus_text(const HealthState& state, bool alive, int64_t last_progress_unix_s,
+                            std::optional<double> last_snapshot_age_s) {
   Exposition out;
   agent_families(out, state, alive, last_progress_unix_s);
   worker_families(out, state);
+  if (last_snapshot_age_s) {
+    out.family("ddprun_last_snapshot_age_seconds", "gauge",
+               "Since the bundled trainer last wrote a snapshot (on the node of its rank 0).");
+    out.sample("ddprun_last_snapshot_age_seconds", "", *last_snapshot_age_s);
+  }
   return out.take();
 }
 

@@ -5,6 +5,7 @@
 // and _count; one series per worker state (1 for the state it is in, 0 for the others).
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "agent/health/health_board.hpp"
@@ -17,7 +18,9 @@ inline constexpr const char* kPrometheusContentType = "text/plain; version=0.0.4
 inline constexpr const char* kWorkerStates[] = {"running", "stopping", "succeeded",
                                                 "failed",  "stopped",  "abandoned"};
 
-std::string prometheus_text(const HealthState& state, bool alive, int64_t last_progress_unix_s);
+// last_snapshot_age_s: since the bundled trainer's last snapshot, when its rank 0 runs here.
+std::string prometheus_text(const HealthState& state, bool alive, int64_t last_progress_unix_s,
+                            std::optional<double> last_snapshot_age_s = std::nullopt);
 
 // A label value as the format quotes it: backslash, double quote and line feed escaped.
 std::string prometheus_label_value(const std::string& value);

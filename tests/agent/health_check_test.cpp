@@ -155,9 +155,12 @@ TEST_CASE("/metrics: Prometheus' text format, one series per worker state") {
   CHECK(samples.at("ddprun_stragglers") == 1);
   CHECK(samples.at(R"(ddprun_straggler{rank="5"})") == 1);
 
+  CHECK_FALSE(samples.contains("ddprun_last_snapshot_age_seconds"));
   const auto before_any_round = parse_exposition(prometheus_text(HealthState{}, false, 0));
   CHECK(before_any_round.at("ddprun_up") == 0);
   CHECK_FALSE(before_any_round.contains("ddprun_round"));
+  const auto with_snapshot = parse_exposition(prometheus_text(state, true, 0, 12.5));
+  CHECK(with_snapshot.at("ddprun_last_snapshot_age_seconds") == 12.5);
   CHECK(ddprun::agent::prometheus_label_value("a\"b\\c\nd") == "a\\\"b\\\\c\\nd");
 }
 
