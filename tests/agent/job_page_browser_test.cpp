@@ -165,13 +165,23 @@ TEST_CASE("the job page in a real browser: 2 nodes, 4 ranks, stacks, its token, 
                                              std::to_string(page_port) + "/job/?token=" + token));
 
   // The page: both nodes, all ranks, steps that advance. The other node's record comes once the
-  // page has been looked at (its first view asks for it), so the page is read until it is there.
-  std::string dom;
-  std::map<int, long> first;
-  for (int attempt = 0; attempt < 10 && first.size() < 4; ++attempt) {
-    dom = chromium(*browser, dir, url, "--dump-dom", "dom" + std::to_string(attempt));
-    first = steps_by_rank(dom);
-  }
+  // page's API has been asked for (which asks node 1 for it), so the API is polled until it is
+  // there, then the page is read.
+  const auto api_steps = [&] {
+    std::map<int, long> steps;
+    const auto state =
+        http_exchange(page_port, "GET /job/api/state?token=" + token + " HTTP/1.0\r\n\r\n");
+    if (!state || !state->body.is_object())
+      return steps;
+    for (const auto& node : state->body["nodes"])
+      for (const auto& rank : node.value("ranks", nlohmann::json::array()))
+        steps[rank["rank"].get<int>()] = rank["steps"].get<long>();
+    return steps;
+  };
+  for (const auto deadline = Clock::now() + 60s; api_steps().size() < 4 && Clock::now() < deadline;)
+    std::this_thread::sleep_for(200ms);
+  const std::string dom = chromium(*browser, dir, url, "--dump-dom", "dom");
+  const auto first = steps_by_rank(dom);
   INFO(dom);
   REQUIRE(first.size() == 4);
   CHECK(std::regex_search(dom, std::regex("<td>page_job</td>|page_job")));
@@ -182,17 +192,17 @@ TEST_CASE("the job page in a real browser: 2 nodes, 4 ranks, stacks, its token, 
   CHECK(dom.find("&lt;i&gt;b&lt;/i&gt;&lt;img src=x onerror=alert(1)&gt;") != std::string::npos);
   CHECK(dom.find("<img src=\"x\"") == std::string::npos);
   CHECK(dom.find("<i>b</i>") == std::string::npos);
-  // Read again until every rank's count moved on (node 1's record is refreshed every 2 s while
-  // the page is open), bounded.
-  std::map<int, long> later;
-  const auto advanced = [&] {
+  // Once the API says every rank moved on (node 1's record is refreshed every 2 s while the page
+  // is looked at), the page shows it too.
+  const auto advanced = [&](const std::map<int, long>& later) {
     for (const auto& [rank, steps] : first)
       if (!later.contains(rank) || later.at(rank) <= steps)
         return false;
     return true;
   };
-  for (int attempt = 0; attempt < 15 && !advanced(); ++attempt)
-    later = steps_by_rank(chromium(*browser, dir, url, "--dump-dom", "again"));
+  for (const auto deadline = Clock::now() + 60s; !advanced(api_steps()) && Clock::now() < deadline;)
+    std::this_thread::sleep_for(200ms);
+  const auto later = steps_by_rank(chromium(*browser, dir, url, "--dump-dom", "again"));
   for (const auto& [rank, steps] : first) {
     INFO("rank " << rank);
     REQUIRE(later.contains(rank));
