@@ -88,8 +88,13 @@ void JobViewExchange::tick(Clock::time_point now) {
   if (!round_ || round_->group_rank < 0)
     return;
   if (round_->group_rank == 0) {
-    if (round_->group_world_size > 1 && now - board_.last_viewed() < kViewLease)
+    const bool looked_at = now - board_.last_viewed() < kViewLease;
+    if (round_->group_world_size > 1 && looked_at) {
       ask_and_read(now);
+    } else if (holding_peers_) {
+      board_.publish_peers({});  // nobody looks: the records' memory goes back
+      holding_peers_ = false;
+    }
     return;
   }
   if (now < publish_until_ && (!last_published_ || now - *last_published_ >= kPublishEvery)) {
@@ -120,6 +125,7 @@ void JobViewExchange::ask_and_read(Clock::time_point now) {
     for (std::size_t i = 0; i < values->values.size(); ++i)
       peers.push_back({static_cast<int>(i) + 1, values->values[i].value_or("")});
     board_.publish_peers(std::move(peers));
+    holding_peers_ = true;
   });
 }
 

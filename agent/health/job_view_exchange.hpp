@@ -62,6 +62,7 @@ class JobViewExchange {
   uint64_t next_request_ = 1;
   std::optional<Clock::time_point> last_request_;  // node 0: when it last asked
   bool reading_ = false;                           // node 0: a read in flight
+  bool holding_peers_ = false;                     // node 0: the board holds records read
   Clock::time_point publish_until_{};              // the others: asked to publish until then
   std::optional<Clock::time_point> last_published_;
   uint16_t page_port_;
