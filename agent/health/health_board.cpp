@@ -47,8 +47,11 @@ PageStacksState HealthBoard::stacks_or(const PageStacksState& fallback) const {
   return lock.owns_lock() ? stacks_ : fallback;
 }
 
-HealthBoard::Clock::time_point HealthBoard::last_viewed() const {
-  return Clock::time_point(Clock::duration(viewed_ticks_.load(std::memory_order_relaxed)));
+bool HealthBoard::viewed_within(Clock::duration lease, Clock::time_point now) const {
+  // now - lease, not now - last view: "never" is the clock's minimum, and the difference from it
+  // overflows.
+  const Clock::time_point viewed(Clock::duration(viewed_ticks_.load(std::memory_order_relaxed)));
+  return viewed > now - lease;
 }
 
 void HealthBoard::note_viewed() {

@@ -102,9 +102,9 @@ class HealthBoard {
 
   // The job page's exchange: the other nodes' records as last read.
   void publish_peers(std::vector<PeerRecord> peers);
-  // When the job page's API was last asked for (the server notes it; the loop asks only for
-  // peers' records while someone looks).
-  Clock::time_point last_viewed() const;
+  // Whether the job page's API was asked for within `lease` before now (the server notes it; the
+  // loop asks for peers' records only while someone looks). Never asked: false.
+  bool viewed_within(Clock::duration lease, Clock::time_point now) const;
 
   // Stacks from the job page: the server asks, the loop takes the request and reports.
   void ask_for_stacks() { stacks_asked_.store(true, std::memory_order_relaxed); }

@@ -88,7 +88,7 @@ void JobViewExchange::tick(Clock::time_point now) {
   if (!round_ || round_->group_rank < 0)
     return;
   if (round_->group_rank == 0) {
-    const bool looked_at = now - board_.last_viewed() < kViewLease;
+    const bool looked_at = board_.viewed_within(kViewLease, now);
     if (round_->group_world_size > 1 && looked_at) {
       ask_and_read(now);
     } else if (holding_peers_) {

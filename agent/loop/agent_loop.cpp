@@ -629,8 +629,8 @@ void AgentLoop::report_health() {
     return;
   }
   // The charts' series only while someone looks at the job page.
-  health_board_.publish(health_state(HealthBoard::Clock::now() - health_board_.last_viewed() <
-                                     JobViewExchange::kViewLease));
+  health_board_.publish(health_state(
+      health_board_.viewed_within(JobViewExchange::kViewLease, HealthBoard::Clock::now())));
 }
 
 HealthState AgentLoop::health_state(bool with_series) {
