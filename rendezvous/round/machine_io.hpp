@@ -11,6 +11,9 @@
 //     every worker of the group has been reaped (never before: the next round's workers must
 //     not meet the old ones), or abandoned as one SIGKILL cannot end (the agent's bounded
 //     wait, agent/workers/stuck_workers.hpp).
+//     The one exception: a StopWorkers for a membership change under live recovery, answered
+//     at once while the workers stay up and wait for the next round's world (they meet the
+//     next round's workers on purpose, through its fresh store).
 //  3. Answer HostWorkersStore with WorkersStoreHosted or WorkersStoreFailed.
 //  4. Arm one timer for next_deadline() after every step, and feed TimerFired when it passes.
 //  5. Stop feeding events after Finish; drop pending ops (their replies are ignored anyway).
@@ -106,9 +109,14 @@ struct StartWorkers {
 // Send `signal` to every local worker, SIGKILL what is left after the shutdown timeout.
 // peers_failed: the stop is for workers that failed on another node; those here may be failing
 // with them, and the agent lets the ones on their way out finish first.
+// membership_change: the stop is only because nodes were lost or are waiting to join (no worker
+// failed); workers that take part in live recovery may stay up (the agent's --recovery live):
+// the driver then answers WorkersStopped at once and hands them the next round's world instead
+// of starting new ones.
 struct StopWorkers {
   int signal = 0;
   bool peers_failed = false;
+  bool membership_change = false;
 };
 // Something the user should hear about: one line on the agent's stderr, and an event record.
 // kind is the event name ("restart", "membership_change", "node_lost", ...).

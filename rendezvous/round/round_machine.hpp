@@ -305,7 +305,8 @@ class RoundMachine {
   void capture_for_peer_hang(const std::string& stored_report);
   void stacks_captured();
   void release_hung_worker(bool peers_answered);
-  void stop_workers(int signal, AfterStop after, bool peers_failed = false);
+  void stop_workers(int signal, AfterStop after, bool peers_failed = false,
+                    bool membership_change = false);
   void workers_stopped(std::vector<WorkerFailure> own_failures, MachineTime now);
   void reform(MachineTime now);
 

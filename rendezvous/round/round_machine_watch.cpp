@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "common/seconds.hpp"
 #include "rendezvous/round/record_checks.hpp"
 #include "rendezvous/round/reply.hpp"
 #include "rendezvous/round/round_machine.hpp"
@@ -170,7 +171,8 @@ void RoundMachine::round_state_read(MachineTime now) {
                  (watch_.seen.lost_nodes > 0
                       ? std::to_string(watch_.seen.lost_nodes) + " node(s) lost or left"
                       : std::to_string(watch_.seen.waiting_nodes) + " node(s) waiting to join"));
-      stop_workers(kSigterm, AfterStop::kReform);
+      stop_workers(kSigterm, AfterStop::kReform, /*peers_failed=*/false,
+                   /*membership_change=*/true);
       return;
     case RoundSignal::kRestartRequested:
       notice("peer_failure",
@@ -186,12 +188,13 @@ void RoundMachine::round_state_read(MachineTime now) {
   }
 }
 
-void RoundMachine::stop_workers(int signal, AfterStop after, bool peers_failed) {
+void RoundMachine::stop_workers(int signal, AfterStop after, bool peers_failed,
+                                bool membership_change) {
   // Stopping the group ends a hung worker too: its agent no longer waits to signal it.
   watch_.awaiting_peer_stacks = false;
   workers_ = Workers::kStopping;
   after_stop_ = after;
-  emit(StopWorkers{signal, peers_failed});
+  emit(StopWorkers{signal, peers_failed, membership_change});
 }
 
 void RoundMachine::reform(MachineTime now) {
@@ -248,11 +251,10 @@ bool RoundMachine::on_watch_reply(const Pending& pending, const KvResult& result
           // The record is only for the message.
         }
       }
-      notice("node_lost",
-             "node " + who + " stopped beating its heartbeat for " +
-                 std::to_string(static_cast<int>(config_.settings.keep_alive_interval.count() *
-                                                 config_.settings.keep_alive_max_attempt)) +
-                 " s: declared lost");
+      notice("node_lost", "node " + who + " stopped beating its heartbeat for " +
+                              common::seconds_text(config_.settings.keep_alive_interval *
+                                                   config_.settings.keep_alive_max_attempt) +
+                              " s: declared lost");
       return true;
     }
     case Step::kWakeWait:

@@ -232,7 +232,13 @@ void World::absorb(int index) {
               node.running = r;
               node.running_since = now_;
             },
-            [&](StopWorkers&) {
+            [&](StopWorkers& stop) {
+              // Live recovery keeps workers only through a membership change, never through a
+              // stop for failed workers.
+              if (stop.membership_change && stop.peers_failed) {
+                problem_ = "node" + std::to_string(index) +
+                           " stops for a membership change and for failed peers at once";
+              }
               node.release_owed = false;  // stopping the group ends the hang too
               if (node.workers == SimNode::Workers::kRunning) {
                 node.workers = SimNode::Workers::kStopping;
