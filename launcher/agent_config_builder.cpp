@@ -58,6 +58,7 @@ agent::AgentConfig build_agent_config(const LaunchConfig& config) {
   workers.virtual_local_rank = config.virtual_local_rank;
   workers.numa_cpus = config.numa_cpus;
   workers.signals_to_handle_text = config.signals_to_handle_text;
+  workers.live_recovery = config.live_recovery;
 
   agent.logs = config.logs;
 

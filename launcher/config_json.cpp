@@ -60,6 +60,7 @@ nlohmann::json launch_config_to_json(const LaunchConfig& config) {
   json["start_method"] = config.start_method;
   json["role"] = config.role;
   json["shutdown_timeout"] = config.shutdown_timeout.count();
+  json["recovery"] = config.live_recovery ? "live" : "restart";
   json["exit_barrier_timeout"] = config.exit_barrier_timeout.count();
   json["signals_to_handle"] = config.signals_to_handle;
   json["signals_to_handle_text"] = config.signals_to_handle_text;

@@ -59,6 +59,8 @@ struct LaunchConfig {
   std::vector<int> signals_to_handle;  // signal numbers; default SIGTERM,SIGINT,SIGHUP,SIGQUIT
   std::string signals_to_handle_text = "SIGTERM,SIGINT,SIGHUP,SIGQUIT";
   bool virtual_local_rank = false;  // LOCAL_RANK=0, CUDA_VISIBLE_DEVICES=<the worker's GPU>
+  // --recovery live: survivors keep their workers when the membership changes.
+  bool live_recovery = false;
 
   // Logs: --log-dir, --redirects, --tee, --local-ranks-filter, --duplicate-*-filters, as the
   // agent reads them.

@@ -76,6 +76,14 @@ constexpr std::array kOptions{
     // Restarts and signals.
     OptionSpec{"max_restarts", "max-restarts", '\0', kValue, kRestarts, true, "N",
                "How often this node restarts the worker group after a failure. Default 0."},
+    OptionSpec{"recovery", "", '\0', kValue, kRestarts, true, "restart|live",
+               "What a lost or joining node does to the others' workers. restart (torchrun's): "
+               "every worker stops and the round starts fresh ones, which resume from the "
+               "snapshot. live: the survivors keep running, build a process group for the new "
+               "world and go on from the last step all of them took; a new node's workers take "
+               "the state from a surviving rank, not from disk. ddprun-train takes part; another "
+               "worker only if it follows README's live-recovery protocol, else it is restarted "
+               "as with restart. Default restart."},
     OptionSpec{"monitor_interval", "monitor-interval", '\0', kValue, kRestarts, true, "SECONDS",
                "torchrun checks its workers this often. No effect in ddprun, accepted for "
                "torchrun's scripts: it sees each exit at once (SIGCHLD); after a first failure "

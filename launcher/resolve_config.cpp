@@ -383,6 +383,9 @@ void resolve_worker_lifecycle(OptionValues& values, const Environment& env, Laun
       throw UsageError(label("role", *v), "empty", "a role name");
     config.role = v->text;
   }
+  if (auto v = values.get("recovery")) {
+    config.live_recovery = check_choice(*v, label("recovery", *v), {"restart", "live"}) == "live";
+  }
   if (auto v = values.get("shutdown_timeout")) {
     config.shutdown_timeout = seconds_option(v->text, label("shutdown_timeout", *v), false);
   } else if (auto legacy = lookup(env, "TORCH_ELASTIC_SHUTDOWN_TIMEOUT")) {
@@ -533,6 +536,14 @@ ResolvedLaunch resolve_launch(const ParsedCommandLine& parsed, const Environment
   resolve_logs(values, env, facts, resolved);
   resolve_torchelastic_environment(env, config);
   resolve_entry_point(parsed, values, env, facts, config);
+
+  if (config.live_recovery && config.entry_kind != agent::EntryKind::kBundledTrainer) {
+    resolved.warnings.push_back(
+        "--recovery live: " + config.entry_point +
+        " is not ddprun's trainer; its workers take part only if they follow the live-recovery "
+        "protocol (README, \"Live recovery\"), and those that do not are restarted on a lost "
+        "or joining node as with --recovery restart");
+  }
 
   // torchrun's rule: several workers on a node would each start a full OpenMP pool.
   if (!env.contains("OMP_NUM_THREADS") && config.nproc_per_node > 1) {

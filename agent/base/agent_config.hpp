@@ -91,6 +91,9 @@ struct WorkerSpec {
   bool virtual_local_rank = false;                   // LOCAL_RANK=0, CUDA_VISIBLE_DEVICES=<its GPU>
   std::vector<std::vector<int>> numa_cpus;           // CPUs per local rank; empty: no binding
   std::string signals_to_handle_text = "SIGTERM,SIGINT,SIGHUP,SIGQUIT";
+  // --recovery live: on a membership change, workers that joined the live-recovery protocol
+  // stay up and learn the new world from their control file (agent/workers/live_control.hpp).
+  bool live_recovery = false;
 };
 
 // Where the workers' streams go (agent/logs/).

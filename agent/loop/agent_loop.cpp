@@ -224,6 +224,21 @@ std::vector<WorkerLaunch> AgentLoop::plan_workers(const RoundInfo& round) {
     trainer_metrics_path_ = attempt_dir + "/trainer_metrics.jsonl";
     launches.front().env[kAgentMetricsVariable] = trainer_metrics_path_;
   }
+  live_control_path_.clear();
+  if (config_.workers.live_recovery) {
+    live_control_path_ = attempt_dir + "/live_control";
+    write_live_control(live_control_path_, live_control_running(round));
+    const auto& settings = config_.rendezvous.settings;
+    // How long a worker waits for the next world once its collectives broke: the loss must be
+    // noticed (the heartbeats) and a round formed (the join timeout).
+    const double wait = settings.join_timeout.count() +
+                        settings.keep_alive_interval.count() * settings.keep_alive_max_attempt +
+                        settings.heartbeat_timeout.count();
+    for (auto& launch : launches) {
+      launch.env[kLiveControlVariable] = live_control_path_;
+      launch.env["DDPRUN_LIVE_WAIT_SECONDS"] = std::to_string(static_cast<int>(wait) + 1);
+    }
+  }
   // Before the spawn: the workers' env names the FIFO and heartbeat descriptor.
   watchdog_.prepare_group(launches, attempt_dir);
   return launches;
@@ -250,6 +265,10 @@ std::vector<WorkerLaunch> AgentLoop::plan_launches(const RoundInfo& round,
 }
 
 void AgentLoop::start_workers(const RoundInfo& round) {
+  if (parked_ && resume_parked_workers(round)) {
+    return;
+  }
+  parked_ = false;
   pump_fds_.clear();
   group_.reset();
   watchdog_.group_gone();
@@ -286,6 +305,20 @@ void AgentLoop::start_workers(const RoundInfo& round) {
   round_timings_.workers_started(RoundTimings::Clock::now());
   ++rounds_started_;
   watchdog_.group_started(group_->workers());
+  round_hooks_started(round);
+  for (std::size_t i = 0; i < group_->output_pumps().size(); ++i) {
+    OutputPump& pump = group_->output_pumps()[i];
+    pump_fds_.push_back(
+        pump.open() ? std::make_unique<boost::asio::posix::stream_descriptor>(io_, ::dup(pump.fd()))
+                    : nullptr);
+    watch_pump(i);
+  }
+  report_health();
+  // Workers that exited before the loop looked are reaped on their SIGCHLD, already pending.
+}
+
+// What follows the round's workers (stacks on demand, the job page, stragglers) learns of it.
+void AgentLoop::round_hooks_started(const RoundInfo& round) {
   std::vector<int> ranks;
   for (const auto& worker : group_->workers())
     ranks.push_back(worker.global_rank);
@@ -300,15 +333,91 @@ void AgentLoop::start_workers(const RoundInfo& round) {
       watched.push_back(WatchedWorker{worker.local_rank, worker.global_rank, worker.pid});
     straggler_watch_->round_started(round, watched);
   }
-  for (std::size_t i = 0; i < group_->output_pumps().size(); ++i) {
-    OutputPump& pump = group_->output_pumps()[i];
-    pump_fds_.push_back(
-        pump.open() ? std::make_unique<boost::asio::posix::stream_descriptor>(io_, ::dup(pump.fd()))
-                    : nullptr);
-    watch_pump(i);
+}
+
+void AgentLoop::round_hooks_ended() {
+  stacks_on_demand_->round_ended();
+  if (job_view_)
+    job_view_->round_ended();
+  if (page_stacks_)
+    page_stacks_->round_ended();
+  if (straggler_watch_)
+    straggler_watch_->round_ended();
+}
+
+namespace {
+
+std::vector<LiveWorker> live_workers_of(const WorkerGroup& group, const std::string& control) {
+  std::vector<LiveWorker> workers;
+  for (const auto& worker : group.workers()) {
+    workers.push_back({worker.local_rank, !worker.exit && !worker.abandoned,
+                       worker_joined_live(control, worker.local_rank, worker.pid)});
   }
+  return workers;
+}
+
+}  // namespace
+
+bool AgentLoop::park_for_live_recovery() {
+  if (!config_.workers.live_recovery || !group_ || live_control_path_.empty() || !round_) {
+    return false;
+  }
+  const LiveKeepDecision decision = decide_live_keep(live_workers_of(*group_, live_control_path_));
+  if (!decision.keep) {
+    live_recovery_fallback(decision.reason);
+    return false;
+  }
+  try {
+    write_live_control(live_control_path_, live_control_reforming(round_->round));
+  } catch (const std::exception& error) {
+    live_recovery_fallback(error.what());
+    return false;
+  }
+  parked_ = true;
+  round_hooks_ended();
+  events_.record("live_recovery_kept", {{"round", round_->round}});
   report_health();
-  // Workers that exited before the loop looked are reaped on their SIGCHLD, already pending.
+  rendezvous_->driver().feed(round::WorkersStopped{});
+  return true;
+}
+
+bool AgentLoop::resume_parked_workers(const RoundInfo& round) {
+  parked_ = false;
+  const LiveKeepDecision decision = decide_live_keep(live_workers_of(*group_, live_control_path_));
+  if (!decision.keep) {
+    live_recovery_fallback(decision.reason + " while the round re-formed");
+    return false;
+  }
+  group_->renumber(round.base_global_rank);
+  try {
+    write_live_control(live_control_path_, live_control_running(round));
+  } catch (const std::exception& error) {
+    live_recovery_fallback(error.what());
+    return false;
+  }
+  round_ = round;
+  events_.record("round_formed", round);
+  nlohmann::json fields = round;
+  nlohmann::json pids = nlohmann::json::array();
+  for (const auto& worker : group_->workers())
+    pids.push_back(worker.pid);
+  fields["pids"] = pids;
+  events_.record("workers_resumed", fields);
+  round_timings_.workers_started(RoundTimings::Clock::now());
+  ++rounds_started_;
+  round_hooks_started(round);
+  report_health();
+  return true;
+}
+
+void AgentLoop::live_recovery_fallback(const std::string& reason) {
+  end_open_console_lines();
+  std::fprintf(stderr,
+               "ddprun: live recovery: %s; this node's workers restart (as --recovery restart)\n",
+               reason.c_str());
+  std::fflush(stderr);
+  events_.record("live_recovery_fallback",
+                 {{"round", round_ ? round_->round : 0}, {"reason", reason}});
 }
 
 std::vector<WorkerFailure> AgentLoop::local_failures() const {
@@ -370,8 +479,8 @@ void AgentLoop::report_local_failures(const std::vector<WorkerFailure>& failures
 }
 
 void AgentLoop::after_reap() {
-  if (!group_) {
-    return;
+  if (!group_ || parked_) {
+    return;  // a parked worker that exits is seen when the next round starts
   }
   if (stopping_ != Stopping::kNo) {
     if (group_->all_reaped_or_abandoned())
@@ -436,6 +545,9 @@ void AgentLoop::report_failures() {
 
 void AgentLoop::stop_workers(const round::StopWorkers& stop) {
   round_timings_.interrupted(RoundTimings::Clock::now());
+  if (stop.membership_change && park_for_live_recovery()) {
+    return;
+  }
   if (!group_ || group_->all_reaped_or_abandoned()) {
     workers_gone();
     return;
@@ -457,13 +569,7 @@ void AgentLoop::begin_stop(int signal, Stopping why) {
   gather_timer_.cancel();
   gathering_since_.reset();
   watchdog_.stop_watching();
-  stacks_on_demand_->round_ended();
-  if (job_view_)
-    job_view_->round_ended();
-  if (page_stacks_)
-    page_stacks_->round_ended();
-  if (straggler_watch_)
-    straggler_watch_->round_ended();
+  round_hooks_ended();
   // The same signal first (a trainer snapshots on SIGTERM), SIGKILL after the timeout.
   group_->signal_all(signal);
   kill_timer_.expires_after(steady(config_.supervision.shutdown_timeout));
@@ -533,13 +639,7 @@ void AgentLoop::workers_gone() {
   pump_fds_.clear();
   group_.reset();
   watchdog_.group_gone();
-  stacks_on_demand_->round_ended();
-  if (job_view_)
-    job_view_->round_ended();
-  if (page_stacks_)
-    page_stacks_->round_ended();
-  if (straggler_watch_)
-    straggler_watch_->round_ended();
+  round_hooks_ended();
   stopping_ = Stopping::kNo;
   round_timings_.workers_gone(RoundTimings::Clock::now());
   report_health();

@@ -34,6 +34,7 @@
 #include "agent/stacks/stacks_on_demand.hpp"
 #include "agent/watchdog/hang_watchdog.hpp"
 #include "agent/watchdog/progress/straggler_watch.hpp"
+#include "agent/workers/live_control.hpp"
 #include "agent/workers/worker_env.hpp"
 #include "agent/workers/worker_group.hpp"
 #include "rendezvous/backends/round_driver.hpp"
@@ -88,6 +89,15 @@ class AgentLoop final : public rendezvous::backends::RoundListener,
   void wait_for_killed_workers();
   void abandon_stuck_workers();
   void report_failures();
+  // --recovery live (agent/workers/live_control.hpp): on a membership change, keep workers that
+  // joined the protocol (they abort their collectives and wait); on the next round's start,
+  // hand them its world instead of starting new ones. Each returns false when the ordinary
+  // stop or start must run instead.
+  bool park_for_live_recovery();
+  bool resume_parked_workers(const RoundInfo& round);
+  void live_recovery_fallback(const std::string& reason);
+  void round_hooks_started(const RoundInfo& round);
+  void round_hooks_ended();
   std::vector<WorkerLaunch> plan_workers(const RoundInfo& round);
   std::vector<WorkerLaunch> plan_launches(const RoundInfo& round,
                                           const std::string& attempt_dir) const;
@@ -140,6 +150,10 @@ class AgentLoop final : public rendezvous::backends::RoundListener,
   uint64_t rounds_started_ = 0;
   std::map<int, uint64_t> beats_by_local_rank_;  // the running group's progress heartbeats
   std::string trainer_metrics_path_;  // where the bundled trainer's rank 0 copies its metrics
+  // --recovery live: the group's control file (empty: none), and whether the group is parked
+  // (kept through a membership change, waiting for the next round's world).
+  std::string live_control_path_;
+  bool parked_ = false;
   std::optional<JobFacts> job_facts_;
   std::string node_check_result_;  // --health-check: the last one, for the job page  // for the job
                                    // page, built at the first report

@@ -265,4 +265,10 @@ void WorkerGroup::kill_and_reap_bounded() {
   }
 }
 
+void WorkerGroup::renumber(int base_global_rank) {
+  for (auto& worker : workers_) {
+    worker.global_rank = base_global_rank + worker.local_rank;
+  }
+}
+
 }  // namespace ddprun::agent

@@ -71,6 +71,8 @@ class WorkerGroup {
   // Whether a worker that still runs has a thread the kernel calls runnable (reads /proc).
   bool any_running_worker_runnable() const;
 
+  // Live recovery kept the workers into a new round: global rank = base + local rank.
+  void renumber(int base_global_rank);
   // Sends sig to every live worker's process group; exits by it from now on count as stopped by
   // the agent. Workers that had exited before the signal went out are not marked so.
   void signal_all(int sig);

@@ -4,6 +4,11 @@ ddprun_add_test(NAME agent_supervision_unit_test
   LIBS ddprun_agent
   LABELS unit TIMEOUT 30)
 
+ddprun_add_test(NAME agent_live_control_unit_test
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/live_control_unit_test.cpp
+  LIBS ddprun_agent
+  LABELS unit TIMEOUT 30)
+
 ddprun_add_test(NAME agent_worker_group_test
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/worker_group_test.cpp
   LIBS ddprun_agent

@@ -59,6 +59,7 @@ std::vector<OptionCase> option_cases() {
       {"numa_binding", "socket", "/numa_binding", "socket"},
       {"signals_to_handle", "SIGUSR1,SIGTERM", "/signals_to_handle", json{SIGUSR1, SIGTERM}},
       {"shutdown_timeout", "12", "/shutdown_timeout", 12.0},
+      {"recovery", "live", "/recovery", "live"},
       {"virtual_local_rank", "", "/virtual_local_rank", true},
       {"events_file", "/tmp/events.jsonl", "/events_file", "/tmp/events.jsonl"},
       {"exit_barrier_timeout", "60", "/exit_barrier_timeout", 60.0},
@@ -353,6 +354,17 @@ TEST_CASE("OMP_NUM_THREADS: set to 1 with a warning when unset and nproc > 1") {
   CHECK(resolve({"s.py"}).warnings.empty());
 }
 
+TEST_CASE("--recovery live warns that a script worker must follow the protocol to take part") {
+  const auto script = resolve({"--recovery", "live", "s.py"});
+  CHECK(script.config.live_recovery);
+  REQUIRE(script.warnings.size() == 1);
+  CHECK_THAT(script.warnings[0],
+             Catch::StartsWith("--recovery live: s.py is not ddprun's trainer"));
+  CHECK_THAT(script.warnings[0], Catch::Contains("restarted on a lost or joining node"));
+  CHECK(!resolve({"s.py"}).config.live_recovery);
+  CHECK(resolve({"--recovery", "restart", "s.py"}).warnings.empty());
+}
+
 TEST_CASE("shutdown timeout falls back to TORCH_ELASTIC_SHUTDOWN_TIMEOUT") {
   const auto c = resolve({"s.py"}, {{"TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "7"}}).config;
   CHECK(c.shutdown_timeout == ddprun::common::Seconds(7));
@@ -504,6 +516,9 @@ TEST_CASE("bad values name the option as the user wrote it") {
   CHECK_THAT(message({"--monitor-interval", "0"}), Catch::StartsWith("--monitor-interval"));
   CHECK_THAT(message({"--start_method", "thread"}), Catch::Contains("spawn|fork|forkserver"));
   CHECK_THAT(message({"--numa_binding", "all"}), Catch::Contains("core-complex"));
+  CHECK_THAT(message({"--recovery", "hot"}), Catch::Contains("restart|live"));
+  CHECK_THAT(message({}, {{"PET_RECOVERY", "hot"}}),
+             Catch::StartsWith("--recovery (from PET_RECOVERY): 'hot'"));
   CHECK_THAT(message({"--signals_to_handle", "SIGFOO"}), Catch::Contains("'SIGFOO'"));
   CHECK_THAT(message({"--signals_to_handle", "SIGKILL"}), Catch::Contains("cannot be caught"));
   CHECK_THAT(message({"--rdzv_conf", "join_timeout=soon"}),
