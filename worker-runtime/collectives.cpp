@@ -11,12 +11,14 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
+#include <algorithm>
 #include <chrono>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "device_agreement.hpp"
+#include "socket_set.hpp"
 
 namespace ddprun::train {
 namespace {
@@ -118,7 +120,19 @@ void shut_down_backend(Group& backend) {
 
 }  // namespace
 
-Collectives::Collectives(const RunEnvironment& env) : rank_(env.rank), world_size_(env.world_size) {
+Collectives::Collectives(const RunEnvironment& env) {
+  connect(env);
+}
+
+void Collectives::connect(const RunEnvironment& env) {
+  rank_ = env.rank;
+  world_size_ = env.world_size;
+  {
+    const std::lock_guard lock(abort_mutex_);
+    sockets_before_ = open_sockets();
+    group_sockets_.clear();
+    aborted_ = false;
+  }
   const RankDevice self{env.local_rank, visible_gpus()};
   if (world_size_ > 1) {
     store_ = connect_store(env);
@@ -132,16 +146,63 @@ Collectives::Collectives(const RunEnvironment& env) : rank_(env.rank), world_siz
     }
     backend_ = make_nccl(store_, env);
     backend_name_ = "nccl";
-    return;
   }
 #endif
-  if (world_size_ > 1) {
+  if (!backend_ && world_size_ > 1) {
     backend_ = make_gloo(store_, env);
     backend_name_ = "gloo";
+  }
+  const std::lock_guard lock(abort_mutex_);
+  group_sockets_ = sockets_opened_between(sockets_before_, open_sockets());
+  if (aborted_) {
+    shut_down_sockets(group_sockets_);
+    throw CollectiveFailure("the process group was aborted while it was built");
+  }
+}
+
+void Collectives::rebuild(const RunEnvironment& env) {
+  {
+    const std::lock_guard lock(abort_mutex_);
+    if (!aborted_) {
+      shut_down_sockets(group_sockets_);
+      aborted_ = true;
+    }
+  }
+  // The old group's threads end once its sockets are down; then its destructor returns.
+  backend_.reset();
+  store_.reset();
+  backend_name_ = "none";
+  try {
+    connect(env);
+  } catch (const CollectiveFailure&) {
+    throw;
+  } catch (const std::exception& error) {
+    throw CollectiveFailure(std::string("cannot build the process group: ") + error.what());
+  }
+}
+
+void Collectives::abort() {
+  const std::lock_guard lock(abort_mutex_);
+  aborted_ = true;
+  // What the group (or the one being built) opened so far, store connection included.
+  shut_down_sockets(sockets_opened_between(sockets_before_, open_sockets()));
+  if (backend_) {
+    backend_->abort();  // NCCL's; a no-op for Gloo, whose sockets are down already
   }
 }
 
 Collectives::~Collectives() = default;
+
+template <typename Call>
+auto Collectives::guarded(const char* what, Call&& call) {
+  try {
+    return call();
+  } catch (const CollectiveFailure&) {
+    throw;
+  } catch (const std::exception& error) {
+    throw CollectiveFailure(std::string(what) + " failed: " + error.what());
+  }
+}
 
 c10::intrusive_ptr<c10d::Work> Collectives::start_allreduce_sum(torch::Tensor& tensor) {
   if (!backend_) {
@@ -150,12 +211,12 @@ c10::intrusive_ptr<c10d::Work> Collectives::start_allreduce_sum(torch::Tensor& t
   std::vector<torch::Tensor> tensors{tensor};
   c10d::AllreduceOptions options;
   options.reduceOp = c10d::ReduceOp::SUM;  // Gloo has no AVG: sum, then divide
-  return backend_->allreduce(tensors, options);
+  return guarded("all-reduce", [&] { return backend_->allreduce(tensors, options); });
 }
 
 void Collectives::wait(const c10::intrusive_ptr<c10d::Work>& work) {
   if (work) {
-    work->wait();
+    guarded("all-reduce", [&] { return work->wait(); });
   }
 }
 
@@ -170,28 +231,47 @@ void Collectives::allreduce_max(torch::Tensor& tensor) {
   std::vector<torch::Tensor> tensors{tensor};
   c10d::AllreduceOptions options;
   options.reduceOp = c10d::ReduceOp::MAX;
-  backend_->allreduce(tensors, options)->wait();
+  guarded("all-reduce (max)", [&] { return backend_->allreduce(tensors, options)->wait(); });
 }
 
 void Collectives::broadcast_from_rank0(const std::vector<torch::Tensor>& tensors) {
+  broadcast_from(0, tensors);
+}
+
+void Collectives::broadcast_from(int64_t root, const std::vector<torch::Tensor>& tensors) {
   if (!backend_ || tensors.empty()) {
     return;
   }
   torch::NoGradGuard no_grad;
-  std::vector<torch::Tensor> flat_parts;
-  flat_parts.reserve(tensors.size());
-  for (const auto& t : tensors) {
-    flat_parts.push_back(t.detach().reshape({-1}));
+  // One flat transfer per dtype, in the order the dtypes first appear.
+  std::vector<std::vector<size_t>> groups;
+  for (size_t k = 0; k < tensors.size(); ++k) {
+    auto group = std::find_if(groups.begin(), groups.end(), [&](const auto& members) {
+      return tensors[members.front()].scalar_type() == tensors[k].scalar_type();
+    });
+    if (group == groups.end()) {
+      groups.push_back({k});
+    } else {
+      group->push_back(k);
+    }
   }
-  std::vector<torch::Tensor> flat{torch::cat(flat_parts)};
-  c10d::BroadcastOptions options;
-  options.rootRank = 0;
-  backend_->broadcast(flat, options)->wait();
-  int64_t offset = 0;
-  for (const auto& t : tensors) {
-    const int64_t n = t.numel();
-    t.detach().copy_(flat[0].narrow(0, offset, n).view(t.sizes()));
-    offset += n;
+  for (const auto& members : groups) {
+    std::vector<torch::Tensor> flat_parts;
+    flat_parts.reserve(members.size());
+    for (const auto k : members) {
+      flat_parts.push_back(tensors[k].detach().reshape({-1}));
+    }
+    std::vector<torch::Tensor> flat{torch::cat(flat_parts)};
+    c10d::BroadcastOptions options;
+    options.rootRank = root;
+    guarded("broadcast", [&] { return backend_->broadcast(flat, options)->wait(); });
+    int64_t offset = 0;
+    for (const auto k : members) {
+      const auto& t = tensors[k];
+      const int64_t n = t.numel();
+      t.detach().copy_(flat[0].narrow(0, offset, n).view(t.sizes()));
+      offset += n;
+    }
   }
 }
 

@@ -11,6 +11,9 @@
 #include <torch/torch.h>
 
 #include <memory>
+#include <mutex>
+#include <set>
+#include <stdexcept>
 #include <vector>
 
 #include "run_environment.hpp"
@@ -23,6 +26,14 @@ class Backend;  // ProcessGroupGloo and ProcessGroupNCCL derive from it (LibTorc
 
 namespace ddprun::train {
 
+// A collective (or the building of a process group) that failed: a peer went away, or abort()
+// ended it. Live recovery waits for the next world on it; without live recovery it ends the run
+// as any error does.
+class CollectiveFailure : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 class Collectives {
  public:
   // Connects to (or hosts) the store and builds the backend; throws std::runtime_error naming the
@@ -31,6 +42,15 @@ class Collectives {
   ~Collectives();
   Collectives(const Collectives&) = delete;
   Collectives& operator=(const Collectives&) = delete;
+
+  // Live recovery: drops the process group (abort() it first, or its pending work may hold the
+  // drop up) and builds one for `env`'s world, through its store. Throws CollectiveFailure.
+  void rebuild(const RunEnvironment& env);
+  // Callable from any thread: fails the group's pending and later collectives at once, here
+  // and at the peers' ends (Gloo: the group's sockets are shut down, as c10d has no abort for
+  // it; NCCL: ProcessGroupNCCL::abort). A group being built is aborted as well. Until rebuild()
+  // every collective throws CollectiveFailure.
+  void abort();
 
   int64_t rank() const { return rank_; }
   int64_t world_size() const { return world_size_; }
@@ -48,6 +68,8 @@ class Collectives {
   void allreduce_max(torch::Tensor& tensor);
   // Overwrites every tensor with rank 0's values (coalesced into one flat transfer).
   void broadcast_from_rank0(const std::vector<torch::Tensor>& tensors);
+  // The same from `root`; tensors of different dtypes travel as one transfer per dtype.
+  void broadcast_from(int64_t root, const std::vector<torch::Tensor>& tensors);
   void barrier();
   // Ends the process group once every rank agreed training is over (done, nothing to do, or
   // preempted), as PyTorch's destroy_process_group() does:
@@ -56,12 +78,23 @@ class Collectives {
   void shut_down();
 
  private:
+  void connect(const RunEnvironment& env);
+  // Runs a backend call; any failure becomes CollectiveFailure naming `what`.
+  template <typename Call>
+  auto guarded(const char* what, Call&& call);
+
   int64_t rank_ = 0;
   int64_t world_size_ = 1;
   torch::Device device_{torch::kCPU};
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<c10d::Backend> backend_;
   const char* backend_name_ = "none";
+  // For abort(): the sockets open before the group's store and backend were built, and those
+  // they opened (found by difference, socket_set.hpp).
+  mutable std::mutex abort_mutex_;
+  std::set<int> sockets_before_;
+  std::set<int> group_sockets_;
+  bool aborted_ = false;
 };
 
 }  // namespace ddprun::train

@@ -30,6 +30,9 @@ class LossScaler {
   // After the optimizer step: back off or grow the scale.
   void update(const torch::Tensor& found_inf);
 
+  // The scale and growth tracker themselves, for live recovery's transfer (written in place).
+  std::vector<torch::Tensor> state_tensors() const { return {scale_, growth_tracker_}; }
+
   // For reports and tests; reading them synchronises with the device.
   double current_scale() const;
   int64_t growth_tracker() const;

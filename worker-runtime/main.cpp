@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -15,6 +16,7 @@
 #include <optional>
 #include <sstream>
 
+#include "error_file.hpp"
 #include "heap_tuning.hpp"
 #include "sampling.hpp"
 #include "snapshot_io.hpp"
@@ -62,6 +64,9 @@ const char* const kUsage =
     "  trainer_config.keep_snapshots=K   the newest at snapshot_path, K-1 older beside it as\n"
     "           PATH.1 (the one before), PATH.2, ... (default 2); a damaged newest snapshot is\n"
     "           named in a warning and the one before it resumed\n"
+    "  trainer_config.stop_after=E:S   stop once step S of epoch E is done (S 0: once epoch\n"
+    "           E-1 is), with a snapshot, and exit 0: the next run goes on from there, in any\n"
+    "           world size (the snapshot records the data position)\n"
     "  trainer_config.sample_tokens=N   rank 0 prints N sampled tokens after the last epoch\n"
     "           (default 200, 0: none); trainer_config.sample_every=E also every E epochs\n"
     "sample: prints PROMPT (default: the corpus's first character) and N tokens (default 200)\n"
@@ -282,24 +287,30 @@ int run(int argc, char** argv, StopSignals& signals) {
   return outcome == TrainOutcome::kStopped ? signals.exit_status() : 0;
 }
 
+// The message on stderr, and in torchrun's error file for the agent's failure table.
+int fail(const std::string& message, int status) {
+  std::cerr << "ddprun-train: " << message << '\n';
+  write_error_file("ddprun-train: " + message);
+  return status;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   keep_freed_memory_for_reuse();
+  // As in a Python worker (CPython ignores SIGPIPE): a peer's connection that breaks while Gloo
+  // writes to it is an error of that collective (live recovery goes on), not the process's end.
+  std::signal(SIGPIPE, SIG_IGN);
   StopSignals signals;
   try {
     return run(argc, argv, signals);
   } catch (const ConfigError& error) {
-    std::cerr << "ddprun-train: configuration error: " << error.what() << '\n';
-    return kExitUsage;
+    return fail(std::string("configuration error: ") + error.what(), kExitUsage);
   } catch (const SnapshotError& error) {
-    std::cerr << "ddprun-train: " << error.what() << '\n';
-    return kExitError;
+    return fail(error.what(), kExitError);
   } catch (const c10::Error& error) {
-    std::cerr << "ddprun-train: error: " << error.what_without_backtrace() << '\n';
-    return kExitError;
+    return fail(std::string("error: ") + error.what_without_backtrace(), kExitError);
   } catch (const std::exception& error) {
-    std::cerr << "ddprun-train: error: " << error.what() << '\n';
-    return kExitError;
+    return fail(std::string("error: ") + error.what(), kExitError);
   }
 }

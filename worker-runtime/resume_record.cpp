@@ -33,6 +33,7 @@ std::string encode_resume_record(const ResumeRecord& record) {
                         {"steps_into_epoch", p.steps_into_epoch},
                         {"world_size", p.world_size},
                         {"seed", p.seed},
+                        {"samples_into_epoch", p.samples_into_epoch},
                         {"model",
                          {{"vocab_size", m.vocab_size},
                           {"block_size", m.block_size},
@@ -64,6 +65,9 @@ ResumeRecord decode_resume_record(std::string_view json) {
   record.position.steps_into_epoch = field(root, "steps_into_epoch", 0);
   record.position.world_size = field(root, "world_size", 1);
   record.position.seed = field(root, "seed", 0);
+  if (root.contains("samples_into_epoch")) {
+    record.position.samples_into_epoch = field(root, "samples_into_epoch", -1);
+  }
   record.model.vocab_size = field(*model, "vocab_size", 1);
   record.model.block_size = field(*model, "block_size", 1);
   record.model.n_layer = field(*model, "n_layer", 1);

@@ -23,6 +23,9 @@ struct TrainingPosition {
   int64_t steps_into_epoch = 0;  // steps of epoch finished_epoch + 1 already taken
   int64_t world_size = 1;
   int64_t seed = 0;
+  // The epoch order's cursor (distributed_sampler.hpp's step_share): where the next step takes
+  // its samples, whatever the worlds before. -1: not recorded (a record of an older ddprun-train).
+  int64_t samples_into_epoch = -1;
 };
 
 struct ResumeRecord {

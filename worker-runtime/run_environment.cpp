@@ -56,6 +56,12 @@ RunEnvironment read_run_environment(const EnvLookup& lookup) {
   if (const auto ifname = lookup("GLOO_SOCKET_IFNAME")) {
     env.gloo_interface = *ifname;
   }
+  if (const auto control = lookup("DDPRUN_LIVE_CONTROL"); control && !control->empty()) {
+    env.live_control_path = *control;
+    if (const auto wait = lookup("DDPRUN_LIVE_WAIT_SECONDS")) {
+      env.live_wait_seconds = parse_int("DDPRUN_LIVE_WAIT_SECONDS", *wait, 1, 7 * 24 * 3600);
+    }
+  }
   return env;
 }
 

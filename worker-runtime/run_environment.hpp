@@ -20,6 +20,10 @@ struct RunEnvironment {
   // DDPRUN_AGENT_METRICS: where rank 0 also appends its metrics lines, for ddprun's job page
   // (the agent sets it for the bundled trainer); empty when unset.
   std::string agent_metrics_path;
+  // DDPRUN_LIVE_CONTROL (ddprun --recovery live): the agent's control file (live_world.hpp);
+  // empty: no live recovery. DDPRUN_LIVE_WAIT_SECONDS: how long to wait for the next world.
+  std::string live_control_path;
+  int64_t live_wait_seconds = 660;
 };
 
 using EnvLookup = std::function<std::optional<std::string>(const std::string&)>;

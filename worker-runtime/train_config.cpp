@@ -2,6 +2,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <charconv>
 #include <functional>
 #include <map>
 #include <sstream>
@@ -74,6 +75,28 @@ void set_precision(TrainConfig& config, const YAML::Node& node, const std::strin
   config.trainer.precision = *precision;
 }
 
+void set_stop_after(TrainConfig& config, const YAML::Node& node, const std::string& key) {
+  const auto text = read_scalar<std::string>(node, key);
+  const auto colon = text.find(':');
+  int64_t epoch = 0;
+  int64_t step = -1;
+  if (colon != std::string::npos) {
+    const char* end = text.data() + text.size();
+    const auto [epoch_end, epoch_error] = std::from_chars(text.data(), text.data() + colon, epoch);
+    const auto [step_end, step_error] = std::from_chars(text.data() + colon + 1, end, step);
+    if (epoch_error != std::errc() || epoch_end != text.data() + colon ||
+        step_error != std::errc() || step_end != end) {
+      epoch = 0;
+    }
+  }
+  if (epoch < 1 || step < 0) {
+    throw ConfigError("configuration key '" + key +
+                      "' must be EPOCH:STEP (epoch 1 or more, step 0 or more), got '" + text + "'");
+  }
+  config.trainer.stop_after_epoch = epoch;
+  config.trainer.stop_after_step = step;
+}
+
 // One table of every accepted key; unknown keys are errors so typos never pass silently.
 const std::map<std::string, std::map<std::string, Setter>>& key_table() {
   static const std::map<std::string, std::map<std::string, Setter>> table = {
@@ -107,7 +130,8 @@ const std::map<std::string, std::map<std::string, Setter>>& key_table() {
         {"sample_every", field(&TrainConfig::trainer, &TrainerConfig::sample_every)},
         {"save_every_steps", field(&TrainConfig::trainer, &TrainerConfig::save_every_steps)},
         {"save_every_seconds", field(&TrainConfig::trainer, &TrainerConfig::save_every_seconds)},
-        {"keep_snapshots", field(&TrainConfig::trainer, &TrainerConfig::keep_snapshots)}}},
+        {"keep_snapshots", field(&TrainConfig::trainer, &TrainerConfig::keep_snapshots)},
+        {"stop_after", set_stop_after}}},
       {"optimizer_config",
        {{"weight_decay", field(&TrainConfig::optimizer, &OptimizerConfig::weight_decay)},
         {"learning_rate", field(&TrainConfig::optimizer, &OptimizerConfig::learning_rate)}}},

@@ -56,6 +56,10 @@ struct TrainerConfig {
   int64_t save_every_steps = 0;
   double save_every_seconds = 0.0;
   int64_t keep_snapshots = 2;  // the newest and keep_snapshots - 1 older (snapshot_generations)
+  // stop_after="E:S": once step S of epoch E is done (S 0: once epoch E-1 is), write the snapshot
+  // and exit 0, to go on later (in another world, say). 0:0: off.
+  int64_t stop_after_epoch = 0;
+  int64_t stop_after_step = 0;
 };
 
 struct OptimizerConfig {

@@ -1,7 +1,11 @@
 #include "trainer.hpp"
 
+#include <signal.h>
+
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <optional>
 #include <sstream>
@@ -14,6 +18,8 @@
 #include "gpt_model.hpp"
 #include "gradient_clipping.hpp"
 #include "gradient_reducer.hpp"
+#include "live_state.hpp"
+#include "live_watch.hpp"
 #include "loss_scaler.hpp"
 #include "memory_peak.hpp"
 #include "mixed_precision.hpp"
@@ -183,7 +189,21 @@ class Trainer {
 
  private:
   void say(const std::string& line) const;
+  // Every rank's own line (live recovery: each says where it stands).
+  void tell(const std::string& line) const;
   void load_snapshot();
+  // The numbers that follow from the world (rank, world size): data shards, evaluation, the
+  // snapshot keeper (rank 0), the gradient reducer.
+  void apply_world();
+  // Live recovery (--recovery live). The first world: the state from a peer that holds it, else
+  // from the snapshot as at any start. Later ones: see move_to_next_world.
+  void join_first_world();
+  // Whoever holds the most advanced state sends it to every rank; false when nobody holds any.
+  bool synchronize_state(bool holds_state);
+  // The collectives broke (reason): abort them, wait for the agent's next world, build its
+  // process group and take the state. nullopt: training goes on; else the run ends so.
+  std::optional<TrainOutcome> move_to_next_world(const std::string& reason);
+  TrainOutcome train_epochs();
   void check_ranks_resume_together();
   void announce() const;
   std::string precision_text() const;
@@ -191,6 +211,8 @@ class Trainer {
   // (on the device, not read).
   torch::Tensor run_batch(const Batch& batch);
   torch::Tensor loss_of(const Batch& batch);
+  int64_t epoch_length(int64_t steps_done, int64_t cursor) const;
+  std::vector<int64_t> step_samples(const std::vector<int64_t>& order, int64_t cursor) const;
   // nullopt: the epoch ran to its end; else the ranks agreed to stop.
   std::optional<TrainOutcome> run_epoch(int64_t epoch);
   void finish_epoch(int64_t epoch, const torch::Tensor& train_loss_sum, int64_t epoch_steps);
@@ -200,6 +222,9 @@ class Trainer {
   // Rank 0 takes a snapshot (SnapshotKeeper); kLast also keeps every rank until it is written.
   void save_snapshot(const TrainingPosition& at, SnapshotKeeper::Kind kind);
   bool epoch_snapshot_due(int64_t epoch) const;
+  // trainer_config.stop_after: at (epoch, steps done in it), every rank alike, no vote needed.
+  bool stop_due(int64_t epoch, int64_t steps_done) const;
+  TrainOutcome stop_as_asked(int64_t epoch, int64_t steps_done, int64_t cursor);
   // After each step: a snapshot inside the epoch when save_every_steps/seconds says so.
   void after_step(int64_t epoch, int64_t step);
   // Rank 0 prints what the model writes now, so that a run shows what it learned.
@@ -213,8 +238,10 @@ class Trainer {
   const CharCorpus corpus_;
   const SampleSplit split_;
   Collectives collectives_;
-  const int64_t rank_;
-  const int64_t world_;
+  std::unique_ptr<LiveWatch> live_;  // --recovery live; after collectives_, which it aborts
+  uint64_t generation_ = 0;          // the live world's round
+  int64_t rank_;
+  int64_t world_;
   const GptShape shape_;
   const PrecisionPlan precision_;
   const std::optional<at::ScalarType> autocast_dtype_;
@@ -226,6 +253,7 @@ class Trainer {
   std::optional<GradientReducer> reducer_;
   MetricsSink metrics_;
   TrainingPosition position_;
+  LivePosition committed_;  // after the last step every rank applied
   const BatchBuilder batches_;
   int64_t steps_per_epoch_ = 0;
   int64_t eval_steps_ = 0;
@@ -269,9 +297,20 @@ Trainer::Trainer(const TrainerInputs& inputs, std::ostream& out)
   if (precision_.loss_scaling) {
     scaler_.emplace(device, LossScalerSettings{});
   }
-  position_.world_size = world_;
   position_.seed = trainer_.seed;
+  apply_world();
+  if (!inputs.env.live_control_path.empty()) {
+    live_ =
+        std::make_unique<LiveWatch>(inputs.env.live_control_path, [this] { collectives_.abort(); });
+    generation_ = live_->latest().generation;
+    live_->running_in(generation_);
+  }
+}
 
+void Trainer::apply_world() {
+  rank_ = collectives_.rank();
+  world_ = collectives_.world_size();
+  position_.world_size = world_;
   const int64_t train_per_rank =
       samples_per_rank(static_cast<int64_t>(split_.train.size()), world_);
   steps_per_epoch_ =
@@ -280,7 +319,9 @@ Trainer::Trainer(const TrainerInputs& inputs, std::ostream& out)
   eval_steps_ = batches_per_epoch(test_per_rank, trainer_.batch_size, trainer_.eval_batches);
   test_positions_ = rank_positions(identity_order(split_.test.size()), world_, rank_);
   tokens_per_step_ = trainer_.batch_size * shape_.block_size * world_;
-  if (rank_ == 0) {
+  if (rank_ != 0) {
+    snapshots_.reset();
+  } else if (!snapshots_) {
     snapshots_.emplace(
         trainer_,
         [this](const TrainingPosition& at, HostStaging& staging) {
@@ -289,12 +330,21 @@ Trainer::Trainer(const TrainerInputs& inputs, std::ostream& out)
         [this](const std::string& line) { say(line); },
         [this](const std::string& line) { metrics_.write(line); });
   }
+  reducer_.reset();
+  parameters_ = model_->parameters();
+  if (collectives_.distributed()) {
+    reducer_.emplace(parameters_, collectives_);
+  }
 }
 
 void Trainer::say(const std::string& line) const {
   if (rank_ == 0) {
     out_ << line << '\n' << std::flush;
   }
+}
+
+void Trainer::tell(const std::string& line) const {
+  out_ << line << '\n' << std::flush;
 }
 
 void Trainer::load_snapshot() {
@@ -308,17 +358,23 @@ void Trainer::load_snapshot() {
   if (resumed) {
     const auto& path = resumed->path;
     const auto& restored = resumed->restored;
-    position_.finished_epoch = restored.position.finished_epoch;
-    position_.steps_into_epoch = restored.position.steps_into_epoch;
-    if (restored.position.steps_into_epoch > 0 && restored.position.world_size != world_) {
-      say("resume: the snapshot was taken mid-epoch with " +
-          std::to_string(restored.position.world_size) + " ranks; with " + std::to_string(world_) +
-          " the sampler differs, so epoch " + std::to_string(restored.position.finished_epoch + 1) +
+    const auto& at = restored.position;
+    committed_.finished_epoch = at.finished_epoch;
+    committed_.steps_into_epoch = at.steps_into_epoch;
+    // Older records count steps only: the cursor follows when the world is the same.
+    committed_.samples_into_epoch = at.samples_into_epoch >= 0
+                                        ? at.samples_into_epoch
+                                        : at.steps_into_epoch * trainer_.batch_size * at.world_size;
+    if (at.steps_into_epoch > 0 && at.samples_into_epoch < 0 && at.world_size != world_) {
+      say("resume: the snapshot was taken mid-epoch with " + std::to_string(at.world_size) +
+          " ranks and records no sample position; with " + std::to_string(world_) +
+          " the sampler differs, so epoch " + std::to_string(at.finished_epoch + 1) +
           " restarts from its beginning");
-      position_.steps_into_epoch = 0;
+      committed_.steps_into_epoch = 0;
+      committed_.samples_into_epoch = 0;
     }
-    say("resumed from " + path + ": finished epoch " + std::to_string(position_.finished_epoch) +
-        ", " + std::to_string(position_.steps_into_epoch) + " steps into the next (loaded in " +
+    say("resumed from " + path + ": finished epoch " + std::to_string(committed_.finished_epoch) +
+        ", " + std::to_string(committed_.steps_into_epoch) + " steps into the next (loaded in " +
         std::to_string(seconds_since(load_start)) + " s)" +
         (restored.has_resume_record
              ? std::string()
@@ -336,7 +392,7 @@ void Trainer::load_snapshot() {
            << " apply to fresh starts only)";
       say(note.str());
     }
-    metrics_.write(resume_json_line(position_.finished_epoch, position_.steps_into_epoch,
+    metrics_.write(resume_json_line(committed_.finished_epoch, committed_.steps_into_epoch,
                                     seconds_since(load_start)));
   }
   check_ranks_resume_together();
@@ -346,17 +402,13 @@ void Trainer::load_snapshot() {
     state_tensors.push_back(b);
   }
   collectives_.broadcast_from_rank0(state_tensors);
-  parameters_ = model_->parameters();
-  if (collectives_.distributed()) {
-    reducer_.emplace(parameters_, collectives_);
-  }
 }
 
 // All ranks must resume from the same place (a snapshot missing on one node would split them).
 void Trainer::check_ranks_resume_together() {
   auto check =
-      torch::tensor({position_.finished_epoch, position_.steps_into_epoch,
-                     -position_.finished_epoch, -position_.steps_into_epoch},
+      torch::tensor({committed_.finished_epoch, committed_.samples_into_epoch,
+                     -committed_.finished_epoch, -committed_.samples_into_epoch},
                     torch::TensorOptions().dtype(torch::kLong).device(collectives_.device()));
   collectives_.allreduce_max(check);
   const auto v = to_vector(check.cpu());
@@ -445,12 +497,34 @@ Vote Trainer::vote(const torch::Tensor& last_loss) {
           sums[2] / 1e6 / static_cast<double>(world_)};
 }
 
+// The epoch's length in this world (the world may have changed inside it: live recovery).
+int64_t Trainer::epoch_length(int64_t steps_done, int64_t cursor) const {
+  const int64_t length = steps_done + steps_left_in_epoch(static_cast<int64_t>(split_.train.size()),
+                                                          cursor, world_, trainer_.batch_size);
+  return trainer_.steps_per_epoch > 0 ? std::min(length, trainer_.steps_per_epoch) : length;
+}
+
+// This rank's samples for the step at `cursor` of the epoch's `order`.
+std::vector<int64_t> Trainer::step_samples(const std::vector<int64_t>& order,
+                                           int64_t cursor) const {
+  std::vector<int64_t> samples;
+  for (const auto k : step_positions(order, cursor, world_, rank_, trainer_.batch_size)) {
+    samples.push_back(split_.train[static_cast<size_t>(k)]);
+  }
+  return samples;
+}
+
 std::optional<TrainOutcome> Trainer::run_epoch(int64_t epoch) {
   // DistributedSampler(shuffle=True, seed) with set_epoch(epoch): same order on every rank.
-  const auto order =
-      seeded_permutation(static_cast<int64_t>(split_.train.size()), trainer_.seed + epoch);
-  const auto positions = rank_positions(order, world_, rank_);
-  const int64_t first_step = epoch == position_.finished_epoch + 1 ? position_.steps_into_epoch : 0;
+  const auto train_size = static_cast<int64_t>(split_.train.size());
+  const auto order = seeded_permutation(train_size, trainer_.seed + epoch);
+  const bool resuming = epoch == committed_.finished_epoch + 1;
+  const int64_t first_step = resuming ? committed_.steps_into_epoch : 0;
+  int64_t cursor = resuming ? committed_.samples_into_epoch : 0;
+  steps_per_epoch_ = epoch_length(first_step, cursor);
+  if (first_step == 0 && stop_due(epoch, 0)) {
+    return stop_as_asked(epoch, 0, 0);
+  }
   auto train_loss_sum =
       torch::zeros({}, torch::TensorOptions().dtype(torch::kDouble).device(collectives_.device()));
   int64_t epoch_steps = 0;
@@ -459,16 +533,23 @@ std::optional<TrainOutcome> Trainer::run_epoch(int64_t epoch) {
   int64_t window_steps = 0;
   int64_t steps_since_vote = 0;
   for (int64_t step = first_step; step < steps_per_epoch_; ++step) {
+    if (live_ && live_->changed()) {
+      throw CollectiveFailure("the agent announced a new world");
+    }
     torch::manual_seed(step_seed(trainer_.seed, epoch, step, rank_));
-    const auto loss = run_batch(
-        batches_.build(batch_samples(positions, split_.train, step, trainer_.batch_size)));
+    const auto loss = run_batch(batches_.build(step_samples(order, cursor)));
+    // Every rank's gradients are in this step (its all-reduce completed): it is committed.
+    cursor += step_share(train_size, cursor, world_, trainer_.batch_size) * world_;
+    committed_ = {epoch - 1, step + 1, cursor, committed_.steps_committed + 1};
     train_loss_sum += loss;
     ++epoch_steps;
     ++steps_done_;
     ++window_steps;
     ++steps_since_vote;
     after_step(epoch, step);
-    const bool log_due = (step + 1) % trainer_.log_every == 0 || step + 1 == steps_per_epoch_;
+    const bool stop = stop_due(epoch, step + 1);
+    const bool log_due =
+        stop || (step + 1) % trainer_.log_every == 0 || step + 1 == steps_per_epoch_;
     if (!log_due && steps_since_vote < steps_between_votes_) {
       continue;
     }
@@ -493,10 +574,14 @@ std::optional<TrainOutcome> Trainer::run_epoch(int64_t epoch) {
       window_start = Clock::now();
       window_steps = 0;
     }
+    if (stop) {
+      return stop_as_asked(epoch, step + 1, cursor);
+    }
     if (ballot.stop) {
       TrainingPosition at = position_;
       at.finished_epoch = epoch - 1;
       at.steps_into_epoch = step + 1;
+      at.samples_into_epoch = cursor;
       say("preempted: stopping after epoch " + std::to_string(epoch) + " step " +
           std::to_string(step + 1));
       save_snapshot(at, SnapshotKeeper::Kind::kLast);
@@ -533,9 +618,11 @@ void Trainer::finish_epoch(int64_t epoch, const torch::Tensor& train_loss_sum,
     TrainingPosition at = position_;
     at.finished_epoch = epoch;
     at.steps_into_epoch = 0;
+    at.samples_into_epoch = 0;
     save_snapshot(at, epoch == trainer_.max_epochs ? SnapshotKeeper::Kind::kLast
                                                    : SnapshotKeeper::Kind::kEpoch);
   }
+  committed_ = {epoch, 0, 0, committed_.steps_committed};
 }
 
 // Evaluation: dropout off, DistributedSampler(shuffle=False), loss averaged over all ranks; the
@@ -571,6 +658,21 @@ void Trainer::save_snapshot(const TrainingPosition& at, SnapshotKeeper::Kind kin
   }
 }
 
+bool Trainer::stop_due(int64_t epoch, int64_t steps_done) const {
+  return epoch == trainer_.stop_after_epoch && steps_done == trainer_.stop_after_step;
+}
+
+TrainOutcome Trainer::stop_as_asked(int64_t epoch, int64_t steps_done, int64_t cursor) {
+  TrainingPosition at = position_;
+  at.finished_epoch = epoch - 1;
+  at.steps_into_epoch = steps_done;
+  at.samples_into_epoch = cursor;
+  say("stopping after epoch " + std::to_string(epoch) + " step " + std::to_string(steps_done) +
+      ", as trainer_config.stop_after asks; the next run goes on from the snapshot");
+  save_snapshot(at, SnapshotKeeper::Kind::kLast);
+  return TrainOutcome::kCompleted;
+}
+
 bool Trainer::epoch_snapshot_due(int64_t epoch) const {
   return epoch % trainer_.save_every == 0 || epoch == trainer_.max_epochs;
 }
@@ -592,6 +694,7 @@ void Trainer::after_step(int64_t epoch, int64_t step) {
   TrainingPosition at = position_;
   at.finished_epoch = epoch - 1;
   at.steps_into_epoch = step + 1;
+  at.samples_into_epoch = committed_.samples_into_epoch;
   snapshots_->take(at, SnapshotKeeper::Kind::kStep);
 }
 
@@ -627,19 +730,38 @@ ProgressSample Trainer::progress_at(int64_t epoch, int64_t step) const {
 }
 
 TrainOutcome Trainer::run() {
-  load_snapshot();
+  if (live_) {
+    join_first_world();
+  } else {
+    load_snapshot();
+  }
   announce();
-  if (position_.finished_epoch >= trainer_.max_epochs) {
+  if (committed_.finished_epoch >= trainer_.max_epochs) {
     say("nothing to do: " + trainer_.snapshot_path + " already finished epoch " +
-        std::to_string(position_.finished_epoch) + " of " + std::to_string(trainer_.max_epochs) +
+        std::to_string(committed_.finished_epoch) + " of " + std::to_string(trainer_.max_epochs) +
         " (raise trainer_config.max_epochs to train further, or delete the snapshot)");
     collectives_.shut_down();
     return TrainOutcome::kCompleted;
   }
-  steps_total_ = (trainer_.max_epochs - position_.finished_epoch) * steps_per_epoch_ -
-                 position_.steps_into_epoch;
+  steps_total_ = (trainer_.max_epochs - committed_.finished_epoch) * steps_per_epoch_ -
+                 committed_.steps_into_epoch;
   model_->train();
-  for (int64_t epoch = position_.finished_epoch + 1; epoch <= trainer_.max_epochs; ++epoch) {
+  for (;;) {
+    try {
+      return train_epochs();
+    } catch (const CollectiveFailure& failure) {
+      if (!live_) {
+        throw;
+      }
+      if (const auto ended = move_to_next_world(failure.what())) {
+        return *ended;
+      }
+    }
+  }
+}
+
+TrainOutcome Trainer::train_epochs() {
+  for (int64_t epoch = committed_.finished_epoch + 1; epoch <= trainer_.max_epochs; ++epoch) {
     if (const auto stopped = run_epoch(epoch)) {
       collectives_.shut_down();
       return *stopped;
@@ -649,6 +771,91 @@ TrainOutcome Trainer::run() {
       format_duration(seconds_since(run_start_)));
   collectives_.shut_down();
   return TrainOutcome::kCompleted;
+}
+
+void Trainer::join_first_world() {
+  if (!synchronize_state(/*holds_state=*/false)) {
+    load_snapshot();  // a fresh job (or every rank restarted): the snapshot, as without live
+  }
+  live_->write_joined(inputs_.env.local_rank);
+}
+
+bool Trainer::synchronize_state(bool holds_state) {
+  const auto longs = torch::TensorOptions().dtype(torch::kLong).device(collectives_.device());
+  auto best = torch::full({1}, holds_state ? committed_.steps_committed : int64_t{-1}, longs);
+  collectives_.allreduce_max(best);
+  const int64_t best_steps = best.cpu().item<int64_t>();
+  if (best_steps < 0) {
+    return false;
+  }
+  // The lowest rank among those that hold the most advanced state sends it.
+  const bool candidate = holds_state && committed_.steps_committed == best_steps;
+  auto lowest = torch::full({1}, candidate ? -rank_ : -world_, longs);
+  collectives_.allreduce_max(lowest);
+  const int64_t source = -lowest.cpu().item<int64_t>();
+  const auto start = Clock::now();
+  const LiveState state =
+      gather_live_state(*model_, *optimizer_, committed_, scaler_ ? &*scaler_ : nullptr);
+  std::vector<torch::Tensor> transfer = state.tensors;
+  transfer.insert(transfer.end(), {state.step_counts, state.hyperparameters, state.position});
+  if (rank_ == source && std::getenv("DDPRUN_TRAIN_TEST_DIE_SENDING_STATE") != nullptr) {
+    ::raise(SIGKILL);  // the test of a peer lost while it sends the state (live_recovery_test)
+  }
+  try {
+    collectives_.broadcast_from(source, transfer);
+  } catch (const CollectiveFailure& failure) {
+    throw std::runtime_error(
+        std::string("live recovery: the state transfer from rank ") + std::to_string(source) +
+        " failed (" + failure.what() +
+        "); falling back to a restart of every worker from the newest snapshot");
+  }
+  committed_ = apply_live_state(state, *optimizer_);
+  char checksum[16];
+  std::snprintf(checksum, sizeof checksum, "%08x", parameter_checksum(*model_));
+  tell("live recovery: generation " + std::to_string(generation_) + ": rank " +
+       std::to_string(rank_) + " of " + std::to_string(world_) +
+       (rank_ == source ? " sent" : " took") + " the state of step " +
+       std::to_string(committed_.steps_committed) + " (epoch " +
+       std::to_string(committed_.finished_epoch + 1) + ", step " +
+       std::to_string(committed_.steps_into_epoch) + ") " +
+       (rank_ == source ? "to every rank" : "from rank " + std::to_string(source)) + " in " +
+       std::to_string(seconds_since(start)) + " s; parameters crc32 " + checksum);
+  return true;
+}
+
+std::optional<TrainOutcome> Trainer::move_to_next_world(const std::string& reason) {
+  collectives_.abort();  // peers still blocked on this rank fail at once too
+  const auto waiting_since = Clock::now();
+  tell("live recovery: rank " + std::to_string(rank_) + " stops after step " +
+       std::to_string(committed_.steps_committed) + " (" + reason +
+       "); waiting for the next world");
+  const auto deadline =
+      LiveWatch::Clock::now() + std::chrono::seconds(inputs_.env.live_wait_seconds);
+  for (;;) {
+    const auto world = live_->wait_for_world(generation_, deadline, inputs_.stop_requested);
+    if (!world) {
+      if (inputs_.stop_requested && inputs_.stop_requested()) {
+        return TrainOutcome::kStopped;
+      }
+      throw std::runtime_error("live recovery: no new world within " +
+                               std::to_string(inputs_.env.live_wait_seconds) +
+                               " s; falling back to a restart of every worker");
+    }
+    generation_ = world->generation;
+    live_->running_in(generation_);
+    try {
+      collectives_.rebuild(environment_in(inputs_.env, *world));
+    } catch (const CollectiveFailure& failure) {
+      tell("live recovery: the process group of generation " + std::to_string(generation_) +
+           " could not be built (" + failure.what() + "); waiting for the next world");
+      continue;
+    }
+    apply_world();
+    synchronize_state(/*holds_state=*/true);
+    tell("live recovery: rank " + std::to_string(rank_) + " of " + std::to_string(world_) +
+         " goes on after " + std::to_string(seconds_since(waiting_since)) + " s");
+    return std::nullopt;
+  }
 }
 
 }  // namespace

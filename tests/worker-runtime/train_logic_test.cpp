@@ -1,5 +1,6 @@
 // Pure parts of ddprun-train: configuration, corpus, sampler, buckets, environment, atomic files,
-// the resume record, CRC-32, the zip directory and the choice of precision.
+// the resume record, CRC-32, the zip directory, the choice of precision and live recovery's
+// control file.
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -16,6 +17,7 @@
 #include "crc32.hpp"
 #include "device_agreement.hpp"
 #include "distributed_sampler.hpp"
+#include "live_world.hpp"
 #include "precision.hpp"
 #include "progress_report.hpp"
 #include "resume_record.hpp"
@@ -175,6 +177,98 @@ TEST_CASE("DistributedSampler: padding by repetition and rank striding", "[sampl
   CHECK(batches_per_epoch(25, 8, 0) == 4);
   CHECK(batches_per_epoch(25, 8, 2) == 2);
   CHECK_THROWS(rank_positions(order, 2, 2));
+}
+
+TEST_CASE(
+    "the epoch as a cursor: rank_positions' batches in one world, every sample once "
+    "across a change of world",
+    "[sampler][live]") {
+  std::vector<int64_t> order(103);
+  std::iota(order.begin(), order.end(), 1000);
+  for (const int64_t world : {1, 2, 3, 4, 7}) {
+    for (const int64_t batch : {1, 4, 8}) {
+      int64_t cursor = 0;
+      int64_t step = 0;
+      const auto steps = batches_per_epoch(samples_per_rank(103, world), batch, 0);
+      CHECK(steps_left_in_epoch(103, 0, world, batch) == steps);
+      for (; step_share(103, cursor, world, batch) > 0; ++step) {
+        for (int64_t rank = 0; rank < world; ++rank) {
+          const auto mine = rank_positions(order, world, rank);
+          const auto begin = static_cast<size_t>(std::min<int64_t>(step * batch, mine.size()));
+          const auto end = static_cast<size_t>(std::min<int64_t>((step + 1) * batch, mine.size()));
+          CHECK(step_positions(order, cursor, world, rank, batch) ==
+                std::vector<int64_t>(mine.begin() + static_cast<std::ptrdiff_t>(begin),
+                                     mine.begin() + static_cast<std::ptrdiff_t>(end)));
+        }
+        cursor += step_share(103, cursor, world, batch) * world;
+      }
+      CHECK(step == steps);
+    }
+  }
+  // 3 ranks for 2 steps, then 2, then 4: every sample is taken, none twice before the padding.
+  std::multiset<int64_t> taken;
+  int64_t cursor = 0;
+  const std::vector<int64_t> worlds{3, 3, 2, 2, 2, 4, 4, 4, 4, 4, 4, 4, 4};
+  for (const auto world : worlds) {
+    for (int64_t rank = 0; rank < world; ++rank) {
+      for (const auto k : step_positions(order, cursor, world, rank, 5)) {
+        taken.insert(k);
+      }
+    }
+    cursor += step_share(103, cursor, world, 5) * world;
+  }
+  CHECK(step_share(103, cursor, 4, 5) == 0);
+  for (const auto k : order) {
+    CHECK(taken.count(k) >= 1);
+  }
+  CHECK(taken.size() - 103 < 4);  // the padding of the last step only
+  CHECK_THROWS(step_positions(order, 0, 2, 2, 5));
+}
+
+TEST_CASE("live recovery's control file is read strictly", "[live]") {
+  const auto world = parse_live_control(
+      "ddprun-live 1\ngeneration 7\nstate running\nbase_rank 2\nworld_size 6\n"
+      "master_addr node-a\nmaster_port 29512\nrestart_count 1\n");
+  CHECK(world.generation == 7);
+  CHECK(world.running);
+  CHECK(world.base_rank == 2);
+  CHECK(world.world_size == 6);
+  CHECK(world.master_addr == "node-a");
+  CHECK(world.master_port == 29512);
+  CHECK(world.restart_count == 1);
+  const auto reforming = parse_live_control("ddprun-live 1\ngeneration 8\nstate reforming\n");
+  CHECK(reforming.generation == 8);
+  CHECK(!reforming.running);
+
+  RunEnvironment start;
+  start.local_rank = 1;
+  start.rank = 1;
+  start.world_size = 2;
+  const auto env = environment_in(start, world);
+  CHECK(env.rank == 3);
+  CHECK(env.world_size == 6);
+  CHECK(env.master_addr == "node-a");
+  CHECK(env.restart_count == 1);
+  CHECK(env.use_agent_store);
+  auto small = world;
+  small.world_size = 3;
+  CHECK_THROWS_WITH(environment_in(start, small), Contains("outside a world of 3"));
+
+  CHECK_THROWS_WITH(parse_live_control(""), Contains("empty"));
+  CHECK_THROWS_WITH(parse_live_control("ddprun-live 2\n"), Contains("'ddprun-live 1'"));
+  CHECK_THROWS_WITH(parse_live_control("ddprun-live 1\ngeneration 1\nstate paused\n"),
+                    Contains("neither running nor reforming"));
+  CHECK_THROWS_WITH(parse_live_control("ddprun-live 1\nstate reforming\n"),
+                    Contains("no 'generation'"));
+  CHECK_THROWS_WITH(
+      parse_live_control("ddprun-live 1\ngeneration 1\nstate running\nbase_rank 0\n"
+                         "world_size 2\nmaster_addr a\nmaster_port 70000\nrestart_count 0\n"),
+      Contains("'master_port' is '70000'"));
+  CHECK_THROWS_WITH(parse_live_control("ddprun-live 1\ngeneration x1\nstate reforming\n"),
+                    Contains("'generation' is 'x1'"));
+  CHECK_THROWS_WITH(parse_live_control("ddprun-live 1\nnospace\n"), Contains("malformed line"));
+  CHECK_THROWS_WITH(parse_live_control(std::string(kMaxLiveControlBytes + 1, 'x')),
+                    Contains("more than"));
 }
 
 TEST_CASE("bucket plan: reverse order, small first bucket, cap overshoot by one tensor",
@@ -342,6 +436,14 @@ TEST_CASE("the resume record round-trips and refuses what is not one", "[snapsho
   CHECK(back.position.seed == 1337);
   CHECK(back.model.vocab_size == 59);
   CHECK(back.model.n_embd == 512);
+  CHECK(back.position.samples_into_epoch == -1);
+  auto with_cursor = record;
+  with_cursor.position.samples_into_epoch = 56;
+  CHECK(decode_resume_record(encode_resume_record(with_cursor)).position.samples_into_epoch == 56);
+  // A record of an older ddprun-train has no cursor: -1, derived from the steps at resume.
+  auto older = encode_resume_record(record);
+  older.replace(older.find(",\"samples_into_epoch\":-1"), 24, "");
+  CHECK(decode_resume_record(older).position.samples_into_epoch == -1);
   CHECK_THROWS_WITH(decode_resume_record("[1, 2]"), Contains("not a JSON object"));
   CHECK_THROWS_WITH(decode_resume_record(R"({"format": "ddprun-train/9"})"),
                     Contains("not of format ddprun-train/2"));
