@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -23,17 +24,25 @@
 namespace ddprun::train {
 namespace {
 
-constexpr std::chrono::seconds kStoreTimeout{300};      // torch.distributed's default
+constexpr std::chrono::seconds kStoreTimeout{300};  // torch.distributed's default
+// How often a rank blocked in a collective looks whether the group was aborted: a Gloo
+// operation waiting for a peer's readiness is not failed by its sockets' shutdown, so the rank
+// leaves it instead (the group is then kept, never destroyed, see rebuild()).
+constexpr std::chrono::milliseconds kAbortPollInterval{20};
+// A live recovery's new world: its members are up already (they are the agents' workers, kept or
+// just started), so one that does not come within this is gone; the next world replaces it.
+constexpr std::chrono::seconds kLiveStoreTimeout{30};
 constexpr std::chrono::minutes kCollectiveTimeout{30};  // kBackendDefaultTimeout
 
 bool is_loopback(const std::string& address) {
   return address == "localhost" || address.rfind("127.", 0) == 0 || address == "::1";
 }
 
-c10::intrusive_ptr<c10d::Store> connect_store(const RunEnvironment& env) {
+c10::intrusive_ptr<c10d::Store> connect_store(const RunEnvironment& env,
+                                              std::chrono::seconds timeout) {
   c10d::TCPStoreOptions options;
   options.port = static_cast<std::uint16_t>(env.master_port);
-  options.timeout = kStoreTimeout;
+  options.timeout = timeout;
   options.numWorkers = static_cast<std::size_t>(env.world_size);
   options.isServer = !env.use_agent_store && env.rank == 0;
   // Every rank counts itself in, as torch.distributed's env:// rendezvous does: the hosting rank
@@ -102,6 +111,11 @@ c10::intrusive_ptr<c10d::Backend> make_nccl(const c10::intrusive_ptr<c10d::Store
                                             const RunEnvironment& env) {
   // NCCL binds a communicator to the current device; make it ours before the first collective.
   c10::cuda::set_device(static_cast<c10::DeviceIndex>(env.local_rank));
+  if (!env.live_control_path.empty()) {
+    // Live recovery: a communicator's error must abort it and keep the process (CleanUpOnly),
+    // not tear the process down; abort() ends what is in flight. A user's choice stays.
+    ::setenv("TORCH_NCCL_ASYNC_ERROR_HANDLING", "2", /*overwrite=*/0);
+  }
   auto options = c10d::ProcessGroupNCCL::Options::create();
   options->timeout = kCollectiveTimeout;
   return c10::make_intrusive<c10d::ProcessGroupNCCL>(store, static_cast<int>(env.rank),
@@ -121,10 +135,10 @@ void shut_down_backend(Group& backend) {
 }  // namespace
 
 Collectives::Collectives(const RunEnvironment& env) {
-  connect(env);
+  connect(env, kStoreTimeout);
 }
 
-void Collectives::connect(const RunEnvironment& env) {
+void Collectives::connect(const RunEnvironment& env, std::chrono::seconds store_timeout) {
   rank_ = env.rank;
   world_size_ = env.world_size;
   {
@@ -132,10 +146,11 @@ void Collectives::connect(const RunEnvironment& env) {
     sockets_before_ = open_sockets();
     group_sockets_.clear();
     aborted_ = false;
+    interrupted_.store(false, std::memory_order_release);
   }
   const RankDevice self{env.local_rank, visible_gpus()};
   if (world_size_ > 1) {
-    store_ = connect_store(env);
+    store_ = connect_store(env, store_timeout);
     agree_on_device(*store_, world_size_, self);
   }
 #ifdef USE_C10D_NCCL
@@ -168,12 +183,16 @@ void Collectives::rebuild(const RunEnvironment& env) {
       aborted_ = true;
     }
   }
-  // The old group's threads end once its sockets are down; then its destructor returns.
-  backend_.reset();
+  if (backend_) {
+    // A thread of the old group may still wait inside an operation this rank left or never
+    // waited for (until Gloo's own timeout, 30 min): its destructor would wait for it. It is
+    // kept, idle, never destroyed.
+    retired_backends_.push_back(std::move(backend_));
+  }
   store_.reset();
   backend_name_ = "none";
   try {
-    connect(env);
+    connect(env, kLiveStoreTimeout);
   } catch (const CollectiveFailure&) {
     throw;
   } catch (const std::exception& error) {
@@ -184,6 +203,7 @@ void Collectives::rebuild(const RunEnvironment& env) {
 void Collectives::abort() {
   const std::lock_guard lock(abort_mutex_);
   aborted_ = true;
+  interrupted_.store(true, std::memory_order_release);
   // What the group (or the one being built) opened so far, store connection included.
   shut_down_sockets(sockets_opened_between(sockets_before_, open_sockets()));
   if (backend_) {
@@ -191,7 +211,14 @@ void Collectives::abort() {
   }
 }
 
-Collectives::~Collectives() = default;
+Collectives::~Collectives() {
+  // Groups a live recovery retired: their destructors would wait for threads that may still
+  // wait on a gone peer (until Gloo's timeout). The process ends here, so they are let go of
+  // without a destructor, on purpose.
+  for (auto& backend : retired_backends_) {
+    backend.release();
+  }
+}
 
 template <typename Call>
 auto Collectives::guarded(const char* what, Call&& call) {
@@ -201,6 +228,23 @@ auto Collectives::guarded(const char* what, Call&& call) {
     throw;
   } catch (const std::exception& error) {
     throw CollectiveFailure(std::string(what) + " failed: " + error.what());
+  }
+}
+
+bool Collectives::wait_interruptibly(c10d::Work& work) {
+  for (;;) {
+    if (work.isCompleted()) {
+      return work.wait();  // its result, or its error
+    }
+    if (interrupted_.load(std::memory_order_acquire)) {
+      throw CollectiveFailure("abandoned: the process group was aborted");
+    }
+    try {
+      return work.wait(kAbortPollInterval);  // returns as soon as the work completes
+    } catch (const c10::Error&) {
+      // This slice timed out, or the work failed: the loop's next look tells which (a work
+      // that completed meanwhile gives its own result or error).
+    }
   }
 }
 
@@ -216,7 +260,7 @@ c10::intrusive_ptr<c10d::Work> Collectives::start_allreduce_sum(torch::Tensor& t
 
 void Collectives::wait(const c10::intrusive_ptr<c10d::Work>& work) {
   if (work) {
-    guarded("all-reduce", [&] { return work->wait(); });
+    guarded("all-reduce", [&] { return wait_interruptibly(*work); });
   }
 }
 
@@ -231,7 +275,8 @@ void Collectives::allreduce_max(torch::Tensor& tensor) {
   std::vector<torch::Tensor> tensors{tensor};
   c10d::AllreduceOptions options;
   options.reduceOp = c10d::ReduceOp::MAX;
-  guarded("all-reduce (max)", [&] { return backend_->allreduce(tensors, options)->wait(); });
+  guarded("all-reduce (max)",
+          [&] { return wait_interruptibly(*backend_->allreduce(tensors, options)); });
 }
 
 void Collectives::broadcast_from_rank0(const std::vector<torch::Tensor>& tensors) {
@@ -264,7 +309,7 @@ void Collectives::broadcast_from(int64_t root, const std::vector<torch::Tensor>&
     std::vector<torch::Tensor> flat{torch::cat(flat_parts)};
     c10d::BroadcastOptions options;
     options.rootRank = root;
-    guarded("broadcast", [&] { return backend_->broadcast(flat, options)->wait(); });
+    guarded("broadcast", [&] { return wait_interruptibly(*backend_->broadcast(flat, options)); });
     int64_t offset = 0;
     for (const auto k : members) {
       const auto& t = tensors[k];

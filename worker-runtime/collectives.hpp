@@ -10,6 +10,8 @@
 // runs the same NCCL path as a multi-GPU job, at the cost of a device-local copy per bucket.
 #include <torch/torch.h>
 
+#include <atomic>
+#include <chrono>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -17,6 +19,7 @@
 #include <vector>
 
 #include "run_environment.hpp"
+#include "socket_set.hpp"
 
 namespace c10d {
 class Store;
@@ -43,8 +46,9 @@ class Collectives {
   Collectives(const Collectives&) = delete;
   Collectives& operator=(const Collectives&) = delete;
 
-  // Live recovery: drops the process group (abort() it first, or its pending work may hold the
-  // drop up) and builds one for `env`'s world, through its store. Throws CollectiveFailure.
+  // Live recovery: retires the process group (aborted, kept idle: a thread of it may still wait
+  // on a gone peer, and its destructor would wait for that) and builds one for `env`'s world,
+  // through its store. Throws CollectiveFailure.
   void rebuild(const RunEnvironment& env);
   // Callable from any thread: fails the group's pending and later collectives at once, here
   // and at the peers' ends (Gloo: the group's sockets are shut down, as c10d has no abort for
@@ -78,10 +82,13 @@ class Collectives {
   void shut_down();
 
  private:
-  void connect(const RunEnvironment& env);
+  // store_timeout: for reaching the store and every wait on it.
+  void connect(const RunEnvironment& env, std::chrono::seconds store_timeout);
   // Runs a backend call; any failure becomes CollectiveFailure naming `what`.
   template <typename Call>
   auto guarded(const char* what, Call&& call);
+  // work.wait(), but leaves it (CollectiveFailure) once abort() was called.
+  bool wait_interruptibly(c10d::Work& work);
 
   int64_t rank_ = 0;
   int64_t world_size_ = 1;
@@ -92,9 +99,12 @@ class Collectives {
   // For abort(): the sockets open before the group's store and backend were built, and those
   // they opened (found by difference, socket_set.hpp).
   mutable std::mutex abort_mutex_;
-  std::set<int> sockets_before_;
+  SocketSet sockets_before_;
   std::set<int> group_sockets_;
   bool aborted_ = false;
+  std::atomic<bool> interrupted_{false};  // abort() called: waits leave their work
+  // Groups a live recovery replaced: kept (see rebuild()).
+  std::vector<c10::intrusive_ptr<c10d::Backend>> retired_backends_;
 };
 
 }  // namespace ddprun::train

@@ -120,4 +120,10 @@ void LiveWatch::write_joined(int64_t local_rank) const {
                         [&pid](const ChunkWriter& write) { write(pid.data(), pid.size()); });
 }
 
+void LiveWatch::report_broken(int64_t local_rank, uint64_t generation) const {
+  const std::string text = std::to_string(generation) + "\n";
+  write_file_atomically(path_ + ".broken." + std::to_string(local_rank),
+                        [&text](const ChunkWriter& write) { write(text.data(), text.size()); });
+}
+
 }  // namespace ddprun::train

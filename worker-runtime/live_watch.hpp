@@ -43,6 +43,9 @@ class LiveWatch {
                                           const std::function<bool()>& stop);
   // Tells the agent this worker takes part: "<control>.joined.<local_rank>" holds its pid.
   void write_joined(int64_t local_rank) const;
+  // Tells the agent this worker's collectives broke in `generation` (a peer is probably gone),
+  // so that the round re-forms without waiting for the heartbeats: "<control>.broken.<rank>".
+  void report_broken(int64_t local_rank, uint64_t generation) const;
 
  private:
   void watch(const std::stop_token& stop);

@@ -3,17 +3,15 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 
-#include <algorithm>
 #include <charconv>
 #include <filesystem>
-#include <iterator>
 #include <string>
 #include <system_error>
 
 namespace ddprun::train {
 
-std::set<int> open_sockets() {
-  std::set<int> sockets;
+SocketSet open_sockets() {
+  SocketSet sockets;
   std::error_code error;
   for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd", error)) {
     const std::string name = entry.path().filename().string();
@@ -24,16 +22,23 @@ std::set<int> open_sockets() {
     }
     struct stat info{};
     if (::fstat(fd, &info) == 0 && S_ISSOCK(info.st_mode)) {
-      sockets.insert(fd);
+      sockets.emplace(fd, info.st_ino);
     }
   }
   return sockets;
 }
 
-std::set<int> sockets_opened_between(const std::set<int>& before, const std::set<int>& after) {
+std::set<int> sockets_opened_between(const SocketSet& before, const SocketSet& after) {
+  std::set<ino_t> old;
+  for (const auto& [fd, inode] : before) {
+    old.insert(inode);
+  }
   std::set<int> opened;
-  std::set_difference(after.begin(), after.end(), before.begin(), before.end(),
-                      std::inserter(opened, opened.end()));
+  for (const auto& [fd, inode] : after) {
+    if (!old.contains(inode)) {
+      opened.insert(fd);
+    }
+  }
   return opened;
 }
 

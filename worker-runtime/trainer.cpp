@@ -825,6 +825,11 @@ bool Trainer::synchronize_state(bool holds_state) {
 
 std::optional<TrainOutcome> Trainer::move_to_next_world(const std::string& reason) {
   collectives_.abort();  // peers still blocked on this rank fail at once too
+  if (!live_->changed()) {
+    // The agent has not heard of it yet: it re-forms the round now, not once the heartbeats
+    // of a lost node stop.
+    live_->report_broken(inputs_.env.local_rank, generation_);
+  }
   const auto waiting_since = Clock::now();
   tell("live recovery: rank " + std::to_string(rank_) + " stops after step " +
        std::to_string(committed_.steps_committed) + " (" + reason +
@@ -843,6 +848,7 @@ std::optional<TrainOutcome> Trainer::move_to_next_world(const std::string& reaso
     }
     generation_ = world->generation;
     live_->running_in(generation_);
+    reducer_.reset();  // its pending work holds the old group's connections
     try {
       collectives_.rebuild(environment_in(inputs_.env, *world));
     } catch (const CollectiveFailure& failure) {

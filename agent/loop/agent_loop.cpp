@@ -70,6 +70,12 @@ AgentLoop::AgentLoop(const AgentConfig& config, SignalChannel& signals, EventLog
       reap_timer_(io_),
       close_timer_(io_),
       health_timer_(io_),
+      live_reports_(io_,
+                    [this](uint64_t generation) {
+                      if (group_ && !parked_ && round_ && generation == round_->round &&
+                          rendezvous_ && !exit_status_)
+                        rendezvous_->driver().feed(round::CollectiveBroke{});
+                    }),
       watchdog_(
           io_, config.watchdog, config.workers, inherited_env_, events, host_,
           [this] { end_open_console_lines(); },
@@ -228,6 +234,7 @@ std::vector<WorkerLaunch> AgentLoop::plan_workers(const RoundInfo& round) {
   if (config_.workers.live_recovery) {
     live_control_path_ = attempt_dir + "/live_control";
     write_live_control(live_control_path_, live_control_running(round));
+    live_reports_.watch(live_control_path_);
     const auto& settings = config_.rendezvous.settings;
     // How long a worker waits for the next world once its collectives broke: the loss must be
     // noticed (the heartbeats) and a round formed (the join timeout).
@@ -650,8 +657,8 @@ void AgentLoop::notice(const round::Notice& notice) {
   end_open_console_lines();
   std::fprintf(stderr, "ddprun: %s\n", notice.text.c_str());
   std::fflush(stderr);
-  static constexpr const char* kRecorded[] = {"restart", "membership_change", "node_lost", "signal",
-                                              "node_check_failed"};
+  static constexpr const char* kRecorded[] = {"restart", "membership_change", "node_lost",
+                                              "signal",  "node_check_failed", "collective_broke"};
   if (std::find(std::begin(kRecorded), std::end(kRecorded), notice.kind) != std::end(kRecorded)) {
     events_.record(notice.kind, {{"round", notice.round}, {"message", notice.text}});
   }

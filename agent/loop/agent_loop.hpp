@@ -28,6 +28,7 @@
 #include "agent/health/page_stacks.hpp"
 #include "agent/health/round_timings.hpp"
 #include "agent/logs/log_layout.hpp"
+#include "agent/loop/live_reports.hpp"
 #include "agent/loop/signal_channel.hpp"
 #include "agent/node/node_rendezvous.hpp"
 #include "agent/node_check/node_check_driver.hpp"
@@ -154,6 +155,7 @@ class AgentLoop final : public rendezvous::backends::RoundListener,
   // (kept through a membership change, waiting for the next round's world).
   std::string live_control_path_;
   bool parked_ = false;
+  LiveReports live_reports_;  // a worker's collective broke: the round re-forms at once
   std::optional<JobFacts> job_facts_;
   std::string node_check_result_;  // --health-check: the last one, for the job page  // for the job
                                    // page, built at the first report

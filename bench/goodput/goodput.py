@@ -94,7 +94,7 @@ def commands(config, args, port, address):
              str(args.batch), str(args.steps), str(args.epochs)]
     # Both agents could host a loopback endpoint (the first bind wins): node A hosts, pinned.
     host = "1" if address == "127.0.0.1" else "0"
-    nodes = ["--nnodes", "2", "--nproc_per_node", "1", "--rdzv_backend", "c10d",
+    nodes = ["--nnodes", config.get("nnodes", "2"), "--nproc_per_node", "1", "--rdzv_backend", "c10d",
              "--rdzv_endpoint", f"127.0.0.1:{port}", "--rdzv_id", "goodput",
              "--rdzv_conf", f"is_host={host}", "--max_restarts", "100"]
     if config["launcher"] == "torchrun":
@@ -103,6 +103,8 @@ def commands(config, args, port, address):
         return [args.torchrun] + nodes + [os.path.join(HERE, "mingpt_trainer.py")] + shape + [
             "1", "snapshot.pt", str(args.seed)]
     nodes += ["--local_addr", address]
+    if config.get("live"):
+        nodes += ["--recovery", "live"]
     train = [f"data_config.path={args.data}", "data_config.truncate=1.0",
              f"data_config.block_size={args.block}", f"gpt_config.n_layer={args.n_layer}",
              f"gpt_config.n_head={args.n_head}", f"gpt_config.n_embd={args.n_embd}",
@@ -146,7 +148,7 @@ def run_job(config, args, kill_offsets):
     if codes != (0, 0):
         # The job did not survive: say so in the table, keep its output for a look.
         log = os.path.join(tempfile.gettempdir(), f"goodput-failed-{len(kills)}-{config['launcher']}"
-                           f"-{config['every_steps']}.log")
+                           f"-{config['every_steps']}{'-live' if config.get('live') else ''}.log")
         with open(log, "w") as out:
             out.writelines(f"{stamp:.3f} {name}: {text}\n" for stamp, name, text in lines)
         print(f"  {config['name']}: the job ended with exit codes {codes} "
@@ -218,6 +220,13 @@ def main():
         {"name": "ddprun + ddprun-train, epoch snapshots", "launcher": "ddprun", "every_steps": 0},
         {"name": "ddprun + ddprun-train, snapshots every 10 steps", "launcher": "ddprun",
          "every_steps": 10},
+        # Live recovery (--recovery live), with the same snapshots: the survivor keeps its worker.
+        # With --nnodes 2 it waits for the replacement with the state in memory; with 1:2 it
+        # goes on alone and the replacement joins a running job.
+        {"name": "ddprun, --recovery live, 2 nodes", "launcher": "ddprun", "every_steps": 10,
+         "live": True},
+        {"name": "ddprun, --recovery live, 1:2 nodes", "launcher": "ddprun", "every_steps": 10,
+         "live": True, "nnodes": "1:2"},
     ]
     print(f"bench/goodput: 2 nodes x 1 worker, {args.epochs} epochs of {args.steps} steps "
           f"(n_layer {args.n_layer}, n_embd {args.n_embd}, block {args.block}, batch "

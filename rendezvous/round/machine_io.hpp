@@ -73,6 +73,11 @@ struct SignalReceived {
 struct HangDetected {
   std::string report;
 };
+// A local worker's collective failed and it waits for a new world (live recovery): a peer is
+// probably gone. The round re-forms at once instead of when the heartbeats say so; the first node
+// to report it counts one node lost (the round then expects one node fewer, as after a loss),
+// the others' reports of the same round add nothing. Ignored unless the round runs undisturbed.
+struct CollectiveBroke {};
 // Answer to CaptureStacks and to HangDetected: this node's workers' stacks are written (or
 // their capture ended).
 struct StacksCaptured {};
@@ -87,7 +92,7 @@ struct NodeChecked {
 using MachineEvent =
     std::variant<Begin, KvAnswered, TimerFired, WorkersStoreHosted, WorkersStoreFailed,
                  WorkersSucceeded, WorkersFailed, WorkersStopped, SignalReceived, HangDetected,
-                 StacksCaptured, NodeChecked>;
+                 StacksCaptured, NodeChecked, CollectiveBroke>;
 
 // ---- Effects ----
 

@@ -32,6 +32,8 @@ class RoundKeys {
   std::string master(uint64_t r) const { return in_round(r, "master"); }
   std::string waiting(uint64_t r) const { return in_round(r, "waiting"); }
   std::string lost(uint64_t r) const { return in_round(r, "lost"); }
+  // A worker's collective broke (live recovery): the first node to claim it counts the loss.
+  std::string suspect_claim(uint64_t r) const { return in_round(r, "suspect_claim"); }
   std::string fail_claim(uint64_t r) const { return in_round(r, "fail_claim"); }
   std::string failed(uint64_t r) const { return in_round(r, "failed"); }
   std::string reform(uint64_t r) const { return in_round(r, "reform"); }

@@ -167,6 +167,7 @@ void RoundMachine::step(const MachineEvent& event, MachineTime now) {
                    [&](const HangDetected& hang) { hang_detected(hang.report); },
                    [&](const StacksCaptured&) { stacks_captured(); },
                    [&](const NodeChecked& checked) { node_checked(checked, now); },
+                   [&](const CollectiveBroke&) { collective_broke(); },
                },
                event);
   } catch (const CorruptRecord& corrupt) {

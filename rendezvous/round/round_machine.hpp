@@ -132,6 +132,9 @@ class RoundMachine {
     kProbe,
     kLossCheckExit,
     kLostAdd,
+    kSuspectWaiting,
+    kSuspectLost,
+    kSuspectClaim,
     kLeftAddForLost,
     kAllLeftSet,
     kAllLeftSetForLost,
@@ -205,6 +208,7 @@ class RoundMachine {
     std::optional<HeartbeatMonitor> monitor;
     bool neighbor_seen = false;
     bool declared_loss = false;
+    bool suspected = false;  // CollectiveBroke reported this round
     bool reading_state = false;
     int state_replies = 0;
     WakeObservation seen;
@@ -301,6 +305,9 @@ class RoundMachine {
   void read_round_state();
   void round_state_read(MachineTime now);
   void hang_detected(const std::string& report);
+  void collective_broke();
+  void suspicion_checked(const Pending& pending, const KvResult& result);
+  void suspicion_claimed(const KvResult& result);
   void wait_for_peer_hang();
   void capture_for_peer_hang(const std::string& stored_report);
   void stacks_captured();

@@ -137,6 +137,56 @@ void RoundMachine::declare_loss(MachineTime /*now*/) {
         f.assignment.neighbor_slot);
 }
 
+void RoundMachine::collective_broke() {
+  if (phase_ != Phase::kRunning || workers_ != Workers::kRunning || !current_ || report_ ||
+      signal_ != RoundSignal::kNone || watch_.declared_loss || watch_.suspected ||
+      participants() < 2) {
+    return;
+  }
+  watch_.suspected = true;
+  // A node waiting to join, or one already counted lost, explains the break: the round re-forms
+  // for that (peers abort their collectives as they keep their workers), and counting a loss
+  // on top would make the next round expect one node too few.
+  issue(Step::kSuspectWaiting, KvCountTickets{keys_.waiting(current_->round)}, Group::kWatch);
+}
+
+void RoundMachine::suspicion_checked(const Pending& pending, const KvResult& result) {
+  const uint64_t r = current_->round;
+  if (checked_counter(counter_of(result), 0, kMaxCount,
+                      pending.step == Step::kSuspectWaiting ? keys_.waiting(r) : keys_.lost(r),
+                      "nodes") > 0) {
+    return;
+  }
+  if (pending.step == Step::kSuspectWaiting) {
+    issue(Step::kSuspectLost, KvCountTickets{keys_.lost(r)}, Group::kWatch);
+    return;
+  }
+  issue(Step::kSuspectClaim,
+        KvCompareSet{keys_.suspect_claim(r), std::nullopt,
+                     std::to_string(current_->assignment.group_rank)},
+        Group::kWatch);
+}
+
+// The claim's winner counts the loss and wakes everyone, as a declared loss does (but without
+// counting anyone as left: who is gone, the next round's join will tell).
+void RoundMachine::suspicion_claimed(const KvResult& result) {
+  const Formed& f = *current_;
+  const auto& holder = value_of(result);
+  if (!holder || *holder != std::to_string(f.assignment.group_rank)) {
+    return;  // another node reported it first
+  }
+  const uint64_t r = f.round;
+  notice("collective_broke",
+         "a worker's collective failed: re-forming the round now, before the heartbeats tell");
+  issue(Step::kLostAdd, KvTakeTicket{keys_.lost(r), "collective-broke"}, Group::kWatch);
+  const int n = f.assignment.group_world_size;
+  auto interrupt = keys_.for_slots(n, [&](int s) { return keys_.wake(r, s); });
+  const auto count = interrupt.size();
+  issue(Step::kInterrupt,
+        KvMultiSet{std::move(interrupt), std::vector<std::string>(count, "interrupted")},
+        Group::kWatch);
+}
+
 void RoundMachine::read_round_state() {
   const uint64_t r = current_->round;
   watch_.reading_state = true;
@@ -230,6 +280,13 @@ bool RoundMachine::on_watch_reply(const Pending& pending, const KvResult& result
       } else {
         declare_loss(now);
       }
+      return true;
+    case Step::kSuspectWaiting:
+    case Step::kSuspectLost:
+      suspicion_checked(pending, result);
+      return true;
+    case Step::kSuspectClaim:
+      suspicion_claimed(result);
       return true;
     case Step::kLostAdd:
     case Step::kInterrupt:

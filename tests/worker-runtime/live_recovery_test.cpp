@@ -27,6 +27,7 @@ const std::string kTrainer = std::string(DDPRUN_BIN_DIR) + "/ddprun-train";
 struct LiveJob {
   TempDir dir;
   uint16_t port = free_port();
+  std::string rdzv_conf = kFastRdzv;
 
   std::string events(int node) const { return dir / ("events." + std::to_string(node)); }
   std::string output(int node) const { return dir / ("out." + std::to_string(node)); }
@@ -53,7 +54,7 @@ struct LiveJob {
             "--rdzv_id",
             "live",
             "--rdzv_conf",
-            kFastRdzv + (node == 1 ? ",is_host=1" : ",is_host=0"),
+            rdzv_conf + (node == 1 ? ",is_host=1" : ",is_host=0"),
             "--local_addr",
             "127.0.0." + std::to_string(node),
             "--max_restarts",
@@ -240,6 +241,10 @@ std::string outputs(const LiveJob& job) {
 TEST_CASE("a lost node's survivors keep their workers; a replacement takes the state from them",
           "[live][integration]") {
   LiveJob job;
+  // Heartbeats that would take 20 s to call the node lost: the survivors' broken collectives
+  // re-form the round first.
+  job.rdzv_conf =
+      "join_timeout=30,last_call_timeout=0.5,keep_alive_interval=2,keep_alive_max_attempt=10";
   auto a = job.start(1);
   auto b = job.start(2);
   auto c = job.start(3);
@@ -255,14 +260,23 @@ TEST_CASE("a lost node's survivors keep their workers; a replacement takes the s
   REQUIRE(wait_for_steps_after(job, *a, count_steps(*a) + 3, 30s));
 
   auto d = job.start(4);
+  const auto exits = std::vector{a->wait_exit(120s), b->wait_exit(30s), d->wait_exit(30s)};
   INFO(outputs(job));
-  REQUIRE(a->wait_exit(120s) == 0);
-  REQUIRE(b->wait_exit(30s) == 0);
-  REQUIRE(d->wait_exit(30s) == 0);
+  for (const auto& exit : exits) {
+    INFO("exit status " << (exit ? std::to_string(*exit) : "none: still running"));
+    REQUIRE(exit == 0);
+  }
   const std::string out_a = a->output();
   const std::string out_b = b->output();
   const std::string out_d = d->output();
   INFO("node 1:\n" << out_a << "\nnode 2:\n" << out_b << "\nnode 4:\n" << out_d);
+
+  // The loss was seen by the survivors' workers and reported at once, not by the heartbeats.
+  const auto broke = events_named(job.events(1), "collective_broke").size() +
+                     events_named(job.events(2), "collective_broke").size();
+  CHECK(broke >= 1);
+  CHECK(events_named(job.events(1), "node_lost").empty());
+  CHECK(events_named(job.events(2), "node_lost").empty());
 
   // The survivors' workers were started once and kept through both changes.
   for (const int node : {1, 2}) {
@@ -298,10 +312,11 @@ TEST_CASE("a lost node's survivors keep their workers; a replacement takes the s
   const auto sums_a = checksums(out_a);
   const auto sums_b = checksums(out_b);
   const auto sums_d = checksums(out_d);
-  REQUIRE(sums_d.size() == 1);
-  const auto& [generation, sum] = *sums_d.begin();
-  CHECK(sums_a.at(generation) == sum);
-  CHECK(sums_b.at(generation) == sum);
+  REQUIRE(!sums_d.empty());
+  for (const auto& [generation, sum] : sums_d) {
+    CHECK(sums_a.at(generation) == sum);
+    CHECK(sums_b.at(generation) == sum);
+  }
   CHECK_THAT(out_d, Catch::Contains("took the state of step"));
   CHECK_THAT(out_d, !Catch::Contains("resumed from"));  // not from the snapshot file
 
@@ -311,12 +326,19 @@ TEST_CASE("a lost node's survivors keep their workers; a replacement takes the s
   const auto changes = world_changes(job);
   REQUIRE(changes.size() >= 3);  // three nodes, two, three again
   const auto reference = reference_losses(changes);
-  REQUIRE(live.size() == reference.size());
+  // Rank 0 prints a step when its own all-reduce completed: a step in flight that another rank
+  // committed and rank 0 took from it is missing from rank 0's lines (one per recovery at most).
+  size_t missing = 0;
   for (const auto& [step, loss] : reference) {
     INFO("epoch " << step.first << " step " << step.second);
-    REQUIRE(live.contains(step));
+    if (!live.contains(step)) {
+      ++missing;
+      continue;
+    }
     CHECK(live.at(step) == Approx(loss).epsilon(1e-9));
   }
+  CHECK(missing <= changes.size() - 1);
+  CHECK(live.size() + missing == reference.size());
 }
 
 TEST_CASE("a peer lost while it sends the state: every worker restarts from the snapshot",
@@ -332,9 +354,12 @@ TEST_CASE("a peer lost while it sends the state: every worker restarts from the 
   REQUIRE(wait_for_steps_after(job, *a, count_steps(*a) + 15, 60s));
   lose_node(*c, job.events(3));
 
+  const auto exits = std::vector{a->wait_exit(120s), b->wait_exit(30s)};
   INFO(outputs(job));
-  REQUIRE(a->wait_exit(120s) == 0);
-  REQUIRE(b->wait_exit(30s) == 0);
+  for (const auto& exit : exits) {
+    INFO("exit status " << (exit ? std::to_string(*exit) : "none: still running"));
+    REQUIRE(exit == 0);
+  }
   const std::string out_a = a->output();
   const std::string out_b = b->output();
   INFO("node 1:\n" << out_a << "\nnode 2:\n" << out_b);
