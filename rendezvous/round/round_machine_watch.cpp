@@ -144,17 +144,19 @@ void RoundMachine::collective_broke() {
     return;
   }
   watch_.suspected = true;
-  // A node waiting to join, or one already counted lost, explains the break: the round re-forms
-  // for that (peers abort their collectives as they keep their workers), and counting a loss
-  // on top would make the next round expect one node too few.
+  // A node waiting to join (not a spare), or one already counted lost, explains the break: the
+  // round re-forms for that (peers abort their collectives as they keep their workers), and
+  // counting a loss on top would make the next round expect one node too few.
   issue(Step::kSuspectWaiting, KvCountTickets{keys_.waiting(current_->round)}, Group::kWatch);
 }
 
 void RoundMachine::suspicion_checked(const Pending& pending, const KvResult& result) {
   const uint64_t r = current_->round;
-  if (checked_counter(counter_of(result), 0, kMaxCount,
-                      pending.step == Step::kSuspectWaiting ? keys_.waiting(r) : keys_.lost(r),
-                      "nodes") > 0) {
+  const bool waiting = pending.step == Step::kSuspectWaiting;
+  const int64_t count = checked_counter(counter_of(result), 0, kMaxCount,
+                                        waiting ? keys_.waiting(r) : keys_.lost(r), "nodes");
+  // Spares (waiting nodes of a round at its maximum) wake nobody, so they explain nothing.
+  if (count > 0 && (!waiting || waiting_node_wakes_round(participants(), config_.self.max_nodes))) {
     return;
   }
   if (pending.step == Step::kSuspectWaiting) {

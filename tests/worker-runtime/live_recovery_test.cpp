@@ -28,6 +28,7 @@ struct LiveJob {
   TempDir dir;
   uint16_t port = free_port();
   std::string rdzv_conf = kFastRdzv;
+  std::string nnodes = "2:3";
 
   std::string events(int node) const { return dir / ("events." + std::to_string(node)); }
   std::string output(int node) const { return dir / ("out." + std::to_string(node)); }
@@ -44,7 +45,7 @@ struct LiveJob {
   std::vector<std::string> launcher(int node) const {
     return {ddprun_binary(),
             "--nnodes",
-            "2:3",
+            nnodes,
             "--nproc_per_node",
             "1",
             "--rdzv_backend",
@@ -375,4 +376,41 @@ TEST_CASE("a peer lost while it sends the state: every worker restarts from the 
   }
   CHECK(reason_recorded);
   CHECK(steps_printed(out_a).back() == std::make_pair(3, 300));
+}
+
+TEST_CASE("a spare takes a lost node's place with the survivor's state", "[live][integration]") {
+  LiveJob job;
+  job.nnodes = "2:2";  // node 3 waits as a spare
+  job.rdzv_conf =
+      "join_timeout=30,last_call_timeout=0.5,keep_alive_interval=2,keep_alive_max_attempt=10";
+  auto a = job.start(1);
+  auto b = job.start(2);
+  REQUIRE(wait_for_file(
+      job.events(1), [&](const std::string&) { return in_round_of(job.events(1), 2); }, 60s));
+  auto spare = job.start(3);
+  REQUIRE(wait_for_file(
+      job.output(3),
+      [](const std::string& text) { return text.find("joining") != std::string::npos; }, 60s));
+  REQUIRE(wait_for_steps_after(job, *a, count_steps(*a) + 5, 60s));
+  lose_node(*b, job.events(2));
+
+  const auto exits = std::vector{a->wait_exit(120s), spare->wait_exit(30s)};
+  INFO(outputs(job));
+  for (const auto& exit : exits) {
+    INFO("exit status " << (exit ? std::to_string(*exit) : "none: still running"));
+    REQUIRE(exit == 0);
+  }
+  CHECK(events_named(job.events(1), "workers_started").size() == 1);
+  CHECK(events_named(job.events(1), "workers_resumed").size() == 1);
+  CHECK(events_named(job.events(1), "collective_broke").size() == 1);
+  CHECK(events_named(job.events(1), "node_lost").empty());
+  const auto sums_a = checksums(read_file(job.output(1)));
+  const auto sums_spare = checksums(read_file(job.output(3)));
+  REQUIRE(sums_spare.size() == 1);
+  CHECK(sums_a.at(sums_spare.begin()->first) == sums_spare.begin()->second);
+  // The job's last step, printed by whichever node's worker is rank 0 by then.
+  auto steps = steps_printed(read_file(job.output(1)));
+  const auto spare_steps = steps_printed(read_file(job.output(3)));
+  steps.insert(steps.end(), spare_steps.begin(), spare_steps.end());
+  CHECK(std::find(steps.begin(), steps.end(), std::make_pair(3, 300)) != steps.end());
 }
