@@ -403,7 +403,8 @@ std::string RoundMachine::digest() const {
         << watch_.beat_outstanding << ',' << watch_.probe_outstanding << ',' << watch_.declared_loss
         << ',' << watch_.reading_state << ',' << watch_.state_replies << ','
         << watch_.repoll.value_or(machine_time(-1)) << ',' << watch_.hang_published << ','
-        << watch_.awaiting_peer_stacks << ',' << watch_.stacks_asked << ',' << watch_.stacks_acked;
+        << watch_.awaiting_peer_stacks << ',' << watch_.stacks_asked << ',' << watch_.stacks_acked
+        << ',' << watch_.suspected;
     if (watch_.monitor) {
       out << ',' << watch_.monitor->digest();
     }

@@ -8,6 +8,7 @@
 //  - restarts counted once: the job-wide counter lies between the rounds that published a
 //    decision and the rounds whose failure was claimed, and no round runs past --max-restarts;
 //  - workers: never started twice in a round, never while others run, never left running;
+//  - live recovery: a stop for a membership change is never also one for failed peers;
 //  - hangs: a node is asked once per round for its stacks, and a hung worker is released only
 //    after its node reported it (and, being otherwise stuck, its node still finishes); without
 //    a crash or a signal every node answers, so no hang waits out peer_stacks_wait.
@@ -64,6 +65,22 @@ TEST_CASE("model: a worker failure restarts once, then exhausts max_restarts") {
 TEST_CASE("model: a crashed node is detected and the survivors re-form") {
   check(dynamic(
       {.name = "3 of 2:3, 1 crash", .nodes = 3, .max_nodes = 3, .max_restarts = 0, .crashes = 1}));
+}
+
+TEST_CASE("model: a broken collective re-forms the round before the heartbeats tell") {
+  // Live recovery: the survivors' workers report the crashed peer's broken collectives.
+  check(dynamic({.name = "2 of 1:2, 1 crash, broken collectives",
+                 .min_nodes = 1,
+                 .max_restarts = 0,
+                 .crashes = 1,
+                 .broken_collectives = true}));
+  check(dynamic({.name = "3 of 2:3, node 2 crashes, broken collectives",
+                 .nodes = 3,
+                 .max_nodes = 3,
+                 .max_restarts = 0,
+                 .crashes = 1,
+                 .broken_collectives = true,
+                 .faulty = {2}}));
 }
 
 TEST_CASE("model: late nodes join a round that can grow, or wait as spares") {

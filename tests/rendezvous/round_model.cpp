@@ -413,6 +413,17 @@ std::vector<std::function<void(World&)>> World::actions() const {
         });
       }
     }
+    // Live recovery: a crashed peer breaks the collectives of a running group, which reports
+    // it (round::CollectiveBroke), once per group, at any moment the model chooses.
+    if (s.broken_collectives && node.workers == SimNode::Workers::kRunning &&
+        !node.broke_reported &&
+        std::any_of(nodes_.begin(), nodes_.end(), [](const SimNode& n) { return n.crashed; })) {
+      out.push_back([i](World& w) {
+        w.nodes_[static_cast<std::size_t>(i)].broke_reported = true;
+        w.log_.push_back("node" + std::to_string(i) + " workers report a broken collective");
+        w.deliver(i, CollectiveBroke{});
+      });
+    }
     if (crashes_left_ > 0 && faulty) {
       out.push_back([i](World& w) {
         --w.crashes_left_;
@@ -572,7 +583,7 @@ uint64_t World::digest() const {
   }
   for (const SimNode& node : nodes_) {
     out << "\n"
-        << node.started << node.crashed << static_cast<int>(node.workers)
+        << node.started << node.crashed << node.broke_reported << static_cast<int>(node.workers)
         << (node.finish ? node.finish->exit_status : -1) << node.hung << node.release_owed
         << node.released << node.capture_owed << node.own_capture_owed << '|'
         << node.machine->digest() << '|';

@@ -41,6 +41,9 @@ struct Scenario {
   // Workers that hang: the node's watchdog reports it (HangDetected), the others capture their
   // stacks, and the hung worker is killed (a failure) once the round released it.
   int hangs = 0;
+  // Live recovery: once a node crashed, each running group may report its broken collectives
+  // (CollectiveBroke), at any moment, once.
+  bool broken_collectives = false;
   // Nodes allowed to crash / fail / be signalled (empty: any).
   std::set<int> faulty{};
   // How far the clock may run from the start of the run (time 0).
@@ -66,7 +69,8 @@ struct SimNode {
   std::optional<RoundMachine> machine;
   bool started = false;
   bool crashed = false;
-  std::vector<IssueKv> queue;  // non-wait ops, in issue order
+  bool broke_reported = false;  // its workers reported a collective broken by a crashed peer
+  std::vector<IssueKv> queue;   // non-wait ops, in issue order
   std::vector<WaitOp> waits;
   enum class Workers { kNone, kRunning, kStopping } workers = Workers::kNone;
   std::optional<RoundInfo> running;  // the round whose workers run
