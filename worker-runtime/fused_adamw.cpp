@@ -18,6 +18,10 @@ torch::optim::AdamWParamState& state_of(torch::optim::Optimizer& optimizer,
 
 }  // namespace
 
+torch::optim::AdamWParamState& FusedAdamW::param_state(const torch::Tensor& parameter) {
+  return state_of(*this, parameter);
+}
+
 torch::Tensor FusedAdamW::step(LossClosure closure) {
   TORCH_CHECK(!closure, "FusedAdamW takes no closure");
   step_unless(std::nullopt);

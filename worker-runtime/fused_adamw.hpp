@@ -29,6 +29,8 @@ class FusedAdamW : public torch::optim::AdamW {
   // `parameter`'s step count as PyTorch's AdamW keeps it, a 0-d float32 tensor, without a host
   // synchronisation: the device count while steps may have been skipped, else the host one.
   torch::Tensor step_count(const torch::Tensor& parameter) const;
+  // `parameter`'s AdamW state, made (zero moments, step 0) when it has none yet.
+  torch::optim::AdamWParamState& param_state(const torch::Tensor& parameter);
 
  private:
   // Per parameter group, in the group's order; built from the state on first use.

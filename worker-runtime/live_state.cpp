@@ -3,22 +3,6 @@
 #include "crc32.hpp"
 
 namespace ddprun::train {
-namespace {
-
-torch::optim::AdamWParamState& state_with_moments(FusedAdamW& optimizer,
-                                                  const torch::Tensor& parameter) {
-  auto& slot = optimizer.state()[parameter.unsafeGetTensorImpl()];
-  if (!slot) {
-    auto fresh = std::make_unique<torch::optim::AdamWParamState>();
-    fresh->step(0);
-    fresh->exp_avg(torch::zeros_like(parameter, at::MemoryFormat::Preserve));
-    fresh->exp_avg_sq(torch::zeros_like(parameter, at::MemoryFormat::Preserve));
-    slot = std::move(fresh);
-  }
-  return static_cast<torch::optim::AdamWParamState&>(*slot);
-}
-
-}  // namespace
 
 LiveState gather_live_state(GptImpl& model, FusedAdamW& optimizer, const LivePosition& position,
                             LossScaler* scaler) {
@@ -34,7 +18,7 @@ LiveState gather_live_state(GptImpl& model, FusedAdamW& optimizer, const LivePos
   std::vector<double> hyperparameters;
   for (auto& group : optimizer.param_groups()) {
     for (const auto& param : group.params()) {
-      auto& s = state_with_moments(optimizer, param);
+      auto& s = optimizer.param_state(param);
       state.tensors.push_back(s.exp_avg());
       state.tensors.push_back(s.exp_avg_sq());
       counts.push_back(static_cast<double>(s.step()));
@@ -69,7 +53,7 @@ LivePosition apply_live_state(const LiveState& state, FusedAdamW& optimizer) {
   size_t g = 0;
   for (auto& group : optimizer.param_groups()) {
     for (const auto& param : group.params()) {
-      state_with_moments(optimizer, param).step(static_cast<int64_t>(count[k++]));
+      optimizer.param_state(param).step(static_cast<int64_t>(count[k++]));
     }
     auto& options = static_cast<torch::optim::AdamWOptions&>(group.options());
     options.lr(hyper[2 * g]).weight_decay(hyper[2 * g + 1]);

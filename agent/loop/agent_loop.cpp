@@ -343,7 +343,8 @@ void AgentLoop::round_hooks_started(const RoundInfo& round) {
 }
 
 void AgentLoop::round_hooks_ended() {
-  stacks_on_demand_->round_ended();
+  if (stacks_on_demand_)
+    stacks_on_demand_->round_ended();
   if (job_view_)
     job_view_->round_ended();
   if (page_stacks_)
@@ -824,14 +825,7 @@ void AgentLoop::tick_health() {
 
 void AgentLoop::finished(const round::Finish& finish) {
   end_open_console_lines();
-  if (stacks_on_demand_)
-    stacks_on_demand_->round_ended();  // its wait must not hold up the backend's close
-  if (job_view_)
-    job_view_->round_ended();
-  if (page_stacks_)
-    page_stacks_->round_ended();
-  if (straggler_watch_)
-    straggler_watch_->round_ended();
+  round_hooks_ended();  // stacks on demand: its wait must not hold up the backend's close
   if (!finish.failures.empty() && finish.exit_status == round::kExitFailure) {
     std::fputs(format_failure_summary(failure_title_name(config_.workers), finish.failures).c_str(),
                stderr);

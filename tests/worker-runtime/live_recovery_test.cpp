@@ -237,6 +237,15 @@ std::string outputs(const LiveJob& job) {
   return text;
 }
 
+// Every node given ended with status 0; else the outputs of all say why.
+void require_success(const LiveJob& job, const std::vector<std::optional<int>>& exits) {
+  INFO(outputs(job));
+  for (const auto& exit : exits) {
+    INFO("exit status " << (exit ? std::to_string(*exit) : "none: still running"));
+    REQUIRE(exit == 0);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("a lost node's survivors keep their workers; a replacement takes the state from them",
@@ -262,11 +271,7 @@ TEST_CASE("a lost node's survivors keep their workers; a replacement takes the s
 
   auto d = job.start(4);
   const auto exits = std::vector{a->wait_exit(120s), b->wait_exit(30s), d->wait_exit(30s)};
-  INFO(outputs(job));
-  for (const auto& exit : exits) {
-    INFO("exit status " << (exit ? std::to_string(*exit) : "none: still running"));
-    REQUIRE(exit == 0);
-  }
+  require_success(job, exits);
   const std::string out_a = a->output();
   const std::string out_b = b->output();
   const std::string out_d = d->output();
@@ -356,11 +361,7 @@ TEST_CASE("a peer lost while it sends the state: every worker restarts from the 
   lose_node(*c, job.events(3));
 
   const auto exits = std::vector{a->wait_exit(120s), b->wait_exit(30s)};
-  INFO(outputs(job));
-  for (const auto& exit : exits) {
-    INFO("exit status " << (exit ? std::to_string(*exit) : "none: still running"));
-    REQUIRE(exit == 0);
-  }
+  require_success(job, exits);
   const std::string out_a = a->output();
   const std::string out_b = b->output();
   INFO("node 1:\n" << out_a << "\nnode 2:\n" << out_b);
@@ -395,11 +396,7 @@ TEST_CASE("a spare takes a lost node's place with the survivor's state", "[live]
   lose_node(*b, job.events(2));
 
   const auto exits = std::vector{a->wait_exit(120s), spare->wait_exit(30s)};
-  INFO(outputs(job));
-  for (const auto& exit : exits) {
-    INFO("exit status " << (exit ? std::to_string(*exit) : "none: still running"));
-    REQUIRE(exit == 0);
-  }
+  require_success(job, exits);
   CHECK(events_named(job.events(1), "workers_started").size() == 1);
   CHECK(events_named(job.events(1), "workers_resumed").size() == 1);
   CHECK(events_named(job.events(1), "collective_broke").size() == 1);
