@@ -80,8 +80,9 @@ constexpr std::array kOptions{
                "What a lost or joining node does to the others' workers. restart (torchrun's): "
                "every worker stops and the round starts fresh ones, which resume from the "
                "snapshot. live: the survivors keep running, build a process group for the new "
-               "world and go on from the last step all of them took; a new node's workers take "
-               "the state from a surviving rank, not from disk. ddprun-train takes part; another "
+               "world and go on from the most advanced rank's state (the step in flight is "
+               "applied everywhere or nowhere); a new node's workers take the state from a "
+               "surviving rank, not from disk. ddprun-train takes part; another "
                "worker only if it follows README's live-recovery protocol, else it is restarted "
                "as with restart. Default restart."},
     OptionSpec{"monitor_interval", "monitor-interval", '\0', kValue, kRestarts, true, "SECONDS",
