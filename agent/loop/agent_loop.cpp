@@ -302,12 +302,7 @@ void AgentLoop::start_workers(const RoundInfo& round) {
     rendezvous_->driver().feed(round::WorkersFailed{{failure}});
     return;
   }
-  nlohmann::json fields = round;
-  nlohmann::json pids = nlohmann::json::array();
-  for (const auto& worker : group_->workers())
-    pids.push_back(worker.pid);
-  fields["pids"] = pids;
-  events_.record("workers_started", fields);
+  record_workers_event("workers_started", round);
   beats_by_local_rank_.clear();
   round_timings_.workers_started(RoundTimings::Clock::now());
   ++rounds_started_;
@@ -322,6 +317,16 @@ void AgentLoop::start_workers(const RoundInfo& round) {
   }
   report_health();
   // Workers that exited before the loop looked are reaped on their SIGCHLD, already pending.
+}
+
+// The round and its workers' pids, under `name` (workers_started, workers_resumed).
+void AgentLoop::record_workers_event(const char* name, const RoundInfo& round) {
+  nlohmann::json fields = round;
+  nlohmann::json pids = nlohmann::json::array();
+  for (const auto& worker : group_->workers())
+    pids.push_back(worker.pid);
+  fields["pids"] = pids;
+  events_.record(name, fields);
 }
 
 // What follows the round's workers (stacks on demand, the job page, stragglers) learns of it.
@@ -405,12 +410,7 @@ bool AgentLoop::resume_parked_workers(const RoundInfo& round) {
   }
   round_ = round;
   events_.record("round_formed", round);
-  nlohmann::json fields = round;
-  nlohmann::json pids = nlohmann::json::array();
-  for (const auto& worker : group_->workers())
-    pids.push_back(worker.pid);
-  fields["pids"] = pids;
-  events_.record("workers_resumed", fields);
+  record_workers_event("workers_resumed", round);
   round_timings_.workers_started(RoundTimings::Clock::now());
   ++rounds_started_;
   round_hooks_started(round);

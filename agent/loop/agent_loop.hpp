@@ -98,6 +98,7 @@ class AgentLoop final : public rendezvous::backends::RoundListener,
   bool resume_parked_workers(const RoundInfo& round);
   void live_recovery_fallback(const std::string& reason);
   void round_hooks_started(const RoundInfo& round);
+  void record_workers_event(const char* name, const RoundInfo& round);
   void round_hooks_ended();
   std::vector<WorkerLaunch> plan_workers(const RoundInfo& round);
   std::vector<WorkerLaunch> plan_launches(const RoundInfo& round,
